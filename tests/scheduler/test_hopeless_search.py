@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from labgang.launcher.model import QueueSpec
 from labgang.launcher.scheduler import cycle as cycle_module
 from labgang.launcher.scheduler import preemption, run_cycle
-from labgang.launcher.scheduler.snapshot import Snapshot
+from labgang.launcher.scheduler.snapshot import PendingJob, Snapshot
 from labgang.launcher.scheduler.state import CycleState
 from sched_builders import Cluster, job, queue
 
@@ -28,10 +29,10 @@ def full_cluster(seed: int) -> Snapshot:
     names = ["a", "b", "c"][: rng.randint(2, 3)]
     queues = []
     for name in names:
-        b = queue(name).nominal(gpu=8).within_queue(rng.choice(POLICIES))
+        qb = queue(name).nominal(gpu=8).within_queue(rng.choice(POLICIES))
         if rng.random() < 0.7:
-            b = b.cohort("lab").reclaim(rng.choice(["never", "never", "any", "lower-priority"]))
-        queues.append(b.build())
+            qb = qb.cohort("lab").reclaim(rng.choice(["never", "never", "any", "lower-priority"]))
+        queues.append(qb.build())
     cluster = Cluster().node("n0", gpus=8).node("n1", gpus=8).node("n2", gpus=8)
     free = 24
     k = 0
@@ -68,7 +69,7 @@ def test_no_candidates_only_where_the_search_has_none(monkeypatch: pytest.Monkey
     verdicts = {True: 0, False: 0}
     real = preemption.no_candidates
 
-    def checked(state: CycleState, spec, pending) -> bool:  # type: ignore[no-untyped-def]
+    def checked(state: CycleState, spec: QueueSpec, pending: PendingJob) -> bool:
         answer = real(state, spec, pending)
         verdicts[answer] += 1
         if answer:
