@@ -149,21 +149,18 @@ def no_candidates(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
     so far: its queue reclaims nothing within a cohort (no cross-queue candidate) and no running
     job of its own queue using its resource, terminating or not, has a priority ``within_queue``
     lets it evict (the snapshot's jobs, before any is claimed or taken off: those only take
-    candidates away). Two looks at :meth:`.CycleState.victims_in`'s lists, sorted by priority
-    first; False when a candidate may exist (:func:`candidates` then says)."""
+    candidates away): :meth:`.CycleState.lowest_priority`, no list built; False when a candidate
+    may exist (:func:`candidates` then says)."""
     if spec.cohort is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
         return False
     policy = spec.within_queue
     if policy is WithinQueue.NEVER:
         return True
+    low = state.lowest_priority(spec.name, job.request.resource)
+    if low is None:
+        return True
     p = job.priority
-    equal_too = policy is WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY
-    res, q = job.request.resource, spec.name
-    for terminating in (True, False):
-        jobs = state.victims_in(q, res, terminating)
-        if jobs and (jobs[0].priority < p or (equal_too and jobs[0].priority == p)):
-            return False
-    return True
+    return low > p or (low == p and policy is not WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY)
 
 
 def _collect(
