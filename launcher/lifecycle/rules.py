@@ -144,6 +144,8 @@ def next_starvation(pending: Iterable[PendingJob], queues: Iterable[QueueSpec], 
     its queue's ``starvation_after``), or None. Time alone changes a cycle's decisions only then,
     so a driver wakes its scheduler at exactly that instant (the coordinator and the simulator alike)."""
     after = {q.name: q.starvation_after for q in queues if q.starvation_after is not None}
+    if not after:  # no queue starves (most clusters): no pass over the waiting jobs
+        return None
     times = [j.pending_since + after[j.queue] for j in pending if j.queue in after]
     return min((t for t in times if t > now), default=None)
 

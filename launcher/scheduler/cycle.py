@@ -59,7 +59,7 @@ from labgang.launcher.scheduler.groups import capacity_reason as groups_capacity
 from labgang.launcher.scheduler.hostres import host_reason
 from labgang.launcher.scheduler.nominate import Entry, nominate
 from labgang.launcher.scheduler.placement import feasible, topology_reason
-from labgang.launcher.scheduler.preemption import find_victims, search_refusal
+from labgang.launcher.scheduler.preemption import find_victims, no_candidates, search_refusal
 from labgang.launcher.scheduler.shares import trust_user
 from labgang.launcher.scheduler.snapshot import PendingJob, RunningJob, Snapshot
 from labgang.launcher.scheduler.starvation import reserve_for_starving
@@ -539,6 +539,12 @@ class _Cycle:
                 quota.add(k[0], k[1], self.idle_hold[k])
                 self.held[k] += self.idle_hold[k]
 
+    skip_hopeless_searches = True
+    """:meth:`_try_job` makes no victim search for a job :func:`.preemption.no_candidates` says has no
+    candidate (a plain job of the lowest priority its queue runs, in a queue that reclaims nothing
+    within its cohort: most failed tries of a long backlog); off only to check that it changes no
+    decision."""
+
     def _hold_binds(self, q: str, holder: str, res: str, need: int) -> bool:
         """True when ``holder``'s idle hold keeps ``need`` more devices for ``q`` out: ``q``'s
         branch below their lowest common cohort would go above its quota with them."""
@@ -617,8 +623,18 @@ class _Cycle:
         searchable = refusal is None
         cards = state.cards
         search_mark = cards.mark() if cards is not None and req.shared else None
-        answered = searchable and self._search_known_to_fail(e)
-        if searchable and not answered:
+        # no running job it may evict at all (its own queue's, of a priority it may not evict, and no
+        # reclaim in a cohort): the search finds none, so it is neither made nor remembered (a job its
+        # failure would have answered, of the queue and no stronger, is found hopeless here too)
+        hopeless = (
+            searchable
+            and self.skip_hopeless_searches
+            and search_mark is None
+            and not self.snapshot.sharing.fair_sharing
+            and no_candidates(state, spec, job)
+        )
+        answered = searchable and not hopeless and self._search_known_to_fail(e)
+        if searchable and not answered and not hopeless:
             # Victims other preemptors of this cycle claimed from other queues count as gone, their
             # preemptors' held usage standing in (§A3.6): the same room is not counted twice, so
             # reclaimers of one instant take one victim each, most recently admitted first (§A3.4).

@@ -144,6 +144,25 @@ def candidates(
     return leaving_cross + leaving_same + cross + same
 
 
+def no_candidates(state: CycleState, spec: QueueSpec, job: PendingJob) -> bool:
+    """True when :func:`candidates` surely finds no victim for ``job``, whatever the cycle has done
+    so far: its queue reclaims nothing within a cohort (no cross-queue candidate) and no running
+    job of its own queue using its resource, terminating or not, has a priority ``within_queue``
+    lets it evict (the snapshot's jobs, before any is claimed or taken off: those only take
+    candidates away): :meth:`.CycleState.lowest_priority`, no list built; False when a candidate
+    may exist (:func:`candidates` then says)."""
+    if spec.cohort is not None and spec.reclaim_within_cohort is not ReclaimWithinCohort.NEVER:
+        return False
+    policy = spec.within_queue
+    if policy is WithinQueue.NEVER:
+        return True
+    low = state.lowest_priority(spec.name, job.request.resource)
+    if low is None:
+        return True
+    p = job.priority
+    return low > p or (low == p and policy is not WithinQueue.LOWER_OR_NEWER_EQUAL_PRIORITY)
+
+
 def _collect(
     state: CycleState, spec: QueueSpec, job: PendingJob, excluded: set[str], terminating: bool, nominal_only: bool
 ) -> tuple[list[Candidate], list[Candidate]]:

@@ -150,6 +150,55 @@ def _by_id_from(
     return out
 
 
+memo_priorities = True
+"""Tests turn it off to build the reference: every cycle's priority counts made anew."""
+
+PriorityCounts = dict[tuple[str, str], dict[int, int]]
+_last_priorities: tuple[dict[int, RunningJob], PriorityCounts] | None = None
+"""The last :func:`_priority_counts` answer and the running jobs by identity it was made from (kept
+alive here, so no identity is reused)."""
+
+
+def _priority_counts(running: tuple[RunningJob, ...]) -> PriorityCounts | None:
+    """Per ``(queue, resource)``: how many of ``running`` (terminating or not) run at each priority;
+    None when one object is listed twice. A pure memo on the last answer: consecutive cycles differ by
+    a few running jobs, so the last counts are updated for the jobs gone and new (by identity, as
+    :func:`_plain_usage`); an answer is never changed once handed out (an update copies the map and
+    each count it changes). A priority whose count falls to 0 is dropped: every count is positive."""
+    global _last_priorities
+    ident = running_by_identity(running)
+    if len(ident) != len(running):
+        _last_priorities = None
+        return None
+    last = _last_priorities if memo_priorities else None
+    if last is not None and last[0] is ident:
+        return last[1]
+    if last is None:
+        counts: PriorityCounts = {}
+        for job in ident.values():
+            per = counts.setdefault((job.queue, job.request.resource), {})
+            per[job.priority] = per.get(job.priority, 0) + 1
+    else:
+        before = last[0]
+        gone, new = identity_delta(before, ident)
+        counts = dict(last[1])
+        copied: set[tuple[str, str]] = set()
+        for i, sign in [(i, -1) for i in gone] + [(i, 1) for i in new]:
+            job = before[i] if sign < 0 else ident[i]
+            key = (job.queue, job.request.resource)
+            if key not in copied:
+                copied.add(key)
+                counts[key] = dict(counts.get(key, {}))
+            per = counts[key]
+            n = per.get(job.priority, 0) + sign
+            if n:
+                per[job.priority] = n
+            else:
+                del per[job.priority]
+    _last_priorities = (ident, counts)
+    return counts
+
+
 memo_victims = True
 """Tests turn it off to build the reference: every cycle's victim orders sorted anew."""
 
@@ -281,6 +330,8 @@ class CycleState:
         self._released: dict[str, list[int]] = {}
         self._by_queue: dict[str, list[RunningJob]] | None = None
         self._victims: dict[tuple[str, str, bool], list[RunningJob]] = {}
+        self._priorities: PriorityCounts | None = None  # :meth:`lowest_priority`'s counts, made when first asked
+        self._priorities_exact = True  # False: the counts are not this snapshot's (ids listed twice)
         self.tenant_score: Callable[[RunningJob], float] | None = None  # admission fair sharing
         self.placed: set[str] = set()  # pending jobs admitted, or holding room as preemptors, this cycle
         self._pending_by_queue: dict[str, list[PendingJob]] | None = None
@@ -310,6 +361,21 @@ class CycleState:
                 )
             self._victims[key] = out
         return out
+
+    def lowest_priority(self, queue: str, res: str) -> int | None:
+        """The lowest priority of ``queue``'s running jobs using ``res`` in the snapshot, terminating
+        or not (None: it runs none): the first of :meth:`victims_in`'s lists, without sorting them."""
+        counts = self._priorities
+        if counts is None:
+            counts = self._priorities = _priority_counts(self.snapshot.running)
+            if counts is None or len(self.running) != len(self.snapshot.running):  # an id listed twice
+                counts = self._priorities = {}
+                self._priorities_exact = False
+        if not self._priorities_exact:
+            firsts = [jobs[0].priority for t in (True, False) if (jobs := self.victims_in(queue, res, t))]
+            return min(firsts, default=None)
+        per = counts.get((queue, res))
+        return min(per) if per else None
 
     def running_in(self, queue: str) -> list[RunningJob]:
         """Running jobs of ``queue`` from the snapshot, in snapshot order."""
