@@ -1,4 +1,6 @@
-"""The lifecycle model alone: typed events in, typed effects out (no coordinator, no store)."""
+"""The lifecycle model alone: typed events in, typed effects out (no coordinator, no store); and
+``update Partition=``'s rules: a pending job's queue changes with a history line and a SaveSpec (the
+store writes its queue column from it); a job past pending and a share of a GPU keep their queue."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.machine import Lifecycle, LifecyclePolicy
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec, JobStatus
 from labgang.launcher.lifecycle.states import EndIntent, JobState, RankPhase
+from labgang.launcher.lifecycle.verbs import JobUpdate, update_refusal
 from labgang.launcher.scheduler.decisions import Admit, CycleResult, Preempt
 from labgang.launcher.scheduler.snapshot import RankPlacement
 
@@ -248,3 +251,37 @@ def test_failure_policy_restart_restarts_a_job_whose_every_rank_already_exited()
         one.status.reason_message
         == "rank 0 on n1 exited with status 3 (--failure-policy restart: 1 of 1 restarts used)"
     )
+
+
+# ----- update Partition= (lifecycle/verbs.update_refusal, Lifecycle._update) ----------------------
+
+MOVE = JobUpdate(queue="nlp")
+
+
+def test_a_pending_job_moves_with_a_history_line_and_its_old_spec_untouched() -> None:
+    model = Lifecycle(POLICY, [job("1")])
+    record = model.jobs["1"]
+    before = record.spec
+    assert update_refusal(record, MOVE, admin=False) is None
+    assert MOVE.changes(before) == {"queue": "nlp"}
+    out = model.apply(ev.UpdateRequested(5.0, "1", "alice", MOVE))
+    assert record.spec.queue == "nlp" and before.queue == "default"  # caches compare specs by identity
+    assert any(isinstance(e, fx.SaveSpec) and e.job is record for e in out)
+    said = [e for e in out if isinstance(e, fx.AddHistory)]
+    assert [(e.entry.event, e.entry.message) for e in said] == [("updated", "by alice: queue default -> nlp")]
+    assert any(isinstance(e, fx.WakeScheduler) for e in out)
+    assert JobUpdate(queue="nlp").changes(record.spec) == {}  # moving it there again changes nothing
+
+
+def test_a_job_past_pending_or_a_share_keeps_its_queue() -> None:
+    running = job("1")
+    running.status.state = JobState.RUNNING
+    refusal = update_refusal(running, MOVE, admin=True)
+    assert refusal is not None and (refusal.field, refusal.kind) == ("queue", "state")
+    assert refusal.message == "job 1 is running: its queue can only be changed while the job is pending"
+    shared = job("2")
+    shared.spec = replace(shared.spec, workers=1, shards=2)
+    assert shared.spec.request.shared
+    refusal = update_refusal(shared, MOVE, admin=True)
+    assert refusal is not None and refusal.field == "queue" and "a share of a GPU" in refusal.message
+    assert update_refusal(shared, JobUpdate(queue="default"), admin=False) is None  # its own queue: no move
