@@ -195,8 +195,8 @@ async def update(
     # queue's classes would be offered (a class above the job's priority is a raise too)
     _refuse(update_refusal(job, change, caller.admin))
     if req.priority is not None:  # the queue's priority classes hold for an update as for a submission
-        refusal = check_priority_allowed(
-            config, job.spec.queue, req.priority, user=caller.user, admin=caller.may_set_priority
+        refusal = check_priority_allowed(  # the queue it is in after this update: its classes
+            config, req.queue or job.spec.queue, req.priority, user=caller.user, admin=caller.may_set_priority
         )
         if refusal is not None:
             raise Forbidden(refusal.message, field=refusal.field, allowed=refusal.allowed)
@@ -260,9 +260,10 @@ def _check_move(
     if not config.may_use_queue(target, caller.user, caller.groups):  # admins may use any queue
         usable = [q.name for q in config.queues if config.may_use_queue(q, caller.user, caller.groups)]
         raise Forbidden(f"user {caller.user!r} may not submit to queue {target.name!r}", field="queue", allowed=usable)
+    moved = change.applied(job.spec)  # with the update's other changes (a lower priority given with it)
     if not caller.may_set_priority:
-        refusal = moved_priority_refusal(config, target, job.id, job.spec.priority)
+        refusal = moved_priority_refusal(config, target, job.id, moved.priority)
         if refusal is not None:
             raise Forbidden(refusal.message, field=refusal.field)
     if check_moved is not None:
-        check_moved(change.applied(job.spec))
+        check_moved(moved)

@@ -141,3 +141,18 @@ def test_update_refusals_name_the_key_typed_not_submits_flag(lab) -> None:
             assert "-p/--priority" not in done.stderr and "-d/--dependency" not in done.stderr, done.stderr
     finally:
         up.cli("cancel", job)
+
+
+def test_a_priority_lowered_in_the_same_update_lets_the_job_move(lab) -> None:
+    """``update J Priority=normal Partition=nlp``: the move is judged with the priority it gives, and
+    the class by the queue the job goes to (nlp lists normal, not urgent)."""
+    up, (alice, _bob) = lab
+    env = {"LABGANG_STATE_DIR": str(up.state_dir)}
+    urgent = alice.run(["submit", "-H", "-g", "1", "-p", "urgent", "--", "true"], env=env).stdout.strip()
+    try:
+        done = alice.run(["update", urgent, "Priority=normal", "Partition=nlp"], env=env)
+        assert done.returncode == 0, done.stderr
+        view = up.job(urgent)
+        assert (view["queue"], view["priority"]) == ("nlp", 0)
+    finally:
+        up.cli("cancel", urgent)
