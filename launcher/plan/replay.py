@@ -308,8 +308,8 @@ class Replay:
         span_s: simulated seconds from the first submission to the last job's end.
         gpus: devices in the replayed cluster. nodes: its node count.
         jobs: job waits by scenario job name (seconds, summed over admissions; absent: never started).
-        never_started: jobs still pending at the end (they could not start).
-        unstarted: those jobs, in the history's order, each with the reason it last waited for.
+        unstarted: the jobs still pending at the end (they could not start), in the history's order,
+            each with the reason it last waited for; :attr:`never_started` counts them.
     """
 
     queues: list[QueueFigures]
@@ -317,8 +317,12 @@ class Replay:
     gpus: int
     nodes: int
     waits: dict[str, float]
-    never_started: int
     unstarted: list[Unstarted] = field(default_factory=list)
+
+    @property
+    def never_started(self) -> int:
+        """How many jobs never started (:attr:`unstarted`'s length)."""
+        return len(self.unstarted)
 
     def figures(self, queue: str) -> QueueFigures | None:
         """The figures of ``queue`` (``"(all)"``: every job), or None."""
@@ -488,4 +492,4 @@ def _replay(data: dict[str, Any], source: str) -> Replay:
         for j in sim.jobs.values()
         if j.first_admit is None
     ]
-    return Replay(out, span, devices, len(scenario.nodes), waits, len(unstarted), unstarted)
+    return Replay(out, span, devices, len(scenario.nodes), waits, unstarted)
