@@ -223,12 +223,16 @@ CAPACITY_CODES = frozenset({"no_capacity", "fragmented", "topology", "host_resou
 """Pending reasons about the nodes' free room, which a drained node's devices would add to."""
 
 
+def waits_for_room(job: Mapping[str, Any]) -> bool:
+    """True for a job pending for room on the nodes (its reason one of :data:`CAPACITY_CODES`)."""
+    return job.get("state") == "pending" and (job.get("reason") or {}).get("code") in CAPACITY_CODES
+
+
 def drained_sentence(job: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> str | None:
-    """For a job pending for room on the nodes (:data:`CAPACITY_CODES`): the drained nodes that
+    """For a job pending for room on the nodes (:func:`waits_for_room`): the drained nodes that
     have devices of its resource, each with its count, admin and reason (``labgang drain``); None
     where the job waits for something else or no such node is drained."""
-    reason = job.get("reason") or {}
-    if job.get("state") != "pending" or reason.get("code") not in CAPACITY_CODES:
+    if not waits_for_room(job):
         return None
     resource = job.get("resource", "gpu")
     parts = []
@@ -329,8 +333,7 @@ def explain(state_dir: Path | None, name: str, as_json: bool) -> None:
             payload: dict[str, Any] = {"queue": q, "sentences": sentences}
         elif normal_job_id(name) is not None:  # a job number, or an array task such as 12_7
             job = client.job(str(normal_job_id(name)))
-            waits_for_room = job.get("state") == "pending" and (job.get("reason") or {}).get("code") in CAPACITY_CODES
-            sentences = explain_job(job, queues, client.nodes() if waits_for_room else ())
+            sentences = explain_job(job, queues, client.nodes() if waits_for_room(job) else ())
             queue = next((x for x in queues if x["name"] == job.get("queue")), None)
             payload = {"job": job, "queue": queue, "no_preemption": no_preemption(job), "sentences": sentences}
         elif several_tasks(name):  # a folded task list as `queue` prints it: 12_[2-20%2]

@@ -273,8 +273,9 @@ def cancel_jobs(client: "Client", job_ids: "list[str] | tuple[str, ...]") -> "It
     asked = list(dict.fromkeys(job_ids))
     tasks_of: dict[str, int] = {}  # tasks asked for per array (a task list, 12_[0-9], names several)
     for job_id in asked:
-        if "_" in job_id:
-            tasks_of[job_id.partition("_")[0]] = tasks_of.get(job_id.partition("_")[0], 0) + 1
+        array_id, task, _ = job_id.partition("_")
+        if task:
+            tasks_of[array_id] = tasks_of.get(array_id, 0) + 1
     no_array: set[str] = set()  # arrays found not to exist: their other tasks named in one line already
     for job_id in asked:
         array_id, _, index = job_id.partition("_")
