@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from labgang.agent import paths
@@ -30,6 +30,13 @@ from labgang.launcher.api.client import STARTING_MARKER, Client, ClientError
 from labgang.launcher.arrays import fold_ids
 from labgang.launcher.cli.format import format_resources
 from labgang.launcher.text import printable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from labgang.launcher.coordinator.store import Store
+
+T = TypeVar("T")
 
 AGENT_JOIN_S = 30.0
 KEEP_JOBS_HELP = (
@@ -173,34 +180,33 @@ def _in_queues(per_queue: Counter[str]) -> tuple[int, tuple[str, str]]:
     return total, (_plural(total, "job"), ", ".join(f"{queue} ({n})" for queue, n in sorted(per_queue.items())))
 
 
-def stored_job_counts(directory: Path) -> dict[tuple[str, str], int]:
-    """Jobs per ``(queue, state)`` in the state directory's store; empty when it has none yet."""
+def _read_store(directory: Path, read: Callable[[Store], T], empty: T) -> T:
+    """``read`` of the state directory's store, opened for it and closed after; ``empty`` when the
+    directory has no store yet."""
     from labgang.launcher.coordinator.store import Store
 
     db = paths.db_path(directory)
     if not db.exists():
-        return {}
+        return empty
     store = Store(db)
     try:
-        return store.job_counts()
+        return read(store)
     finally:
         store.close()
+
+
+def stored_job_counts(directory: Path) -> dict[tuple[str, str], int]:
+    """Jobs per ``(queue, state)`` in the state directory's store; empty when it has none yet."""
+    return _read_store(directory, lambda store: store.job_counts(), {})
 
 
 def drained_lines(directory: Path) -> list[str]:
     """The banner's line for each node drained in the state directory's store (``labgang drain``,
     kept across restarts): no new job starts there, so the ``try:`` command would wait."""
-    from labgang.launcher.coordinator.drains import NodeDrains
-    from labgang.launcher.coordinator.store import Store
+    from labgang.launcher.coordinator.drains import Drain, NodeDrains
 
-    db = paths.db_path(directory)
-    if not db.exists():
-        return []
-    store = Store(db)
-    try:
-        drained = NodeDrains(store, lambda: None).drained
-    finally:
-        store.close()
+    none: dict[str, Drain] = {}
+    drained = _read_store(directory, lambda store: dict(NodeDrains(store, lambda: None).drained), none)
     return [
         f"  warning: node {name} is drained (by {d.by}: {printable(d.reason)}): no new job starts there until "
         f"`labgang resume {name}`"
