@@ -124,8 +124,15 @@ def test_a_pid_the_os_does_not_know_is_marked_gone() -> None:
 
 
 def test_mig_device_processes_are_filled_and_long_commands_cut(sleeper) -> None:
-    long = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "y" * (2 * COMMAND_CHARS)])
+    long = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)", "y" * (2 * COMMAND_CHARS)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
+        # Popen returns once the exec began; /proc/PID/cmdline is empty until the kernel has set up
+        # the new program's arguments, so the test waits for the interpreter's word, as ``sleeper`` does.
+        assert long.stdout is not None and long.stdout.readline() == "ready\n"
         inv = ProcessFacts().annotate(inventory(long.pid, mig_pid=sleeper.pid))
         (mp,) = procs(inv, mig=True)
         assert mp.user == getpass.getuser() and mp.alive

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,15 +44,24 @@ class Place:
 
 
 @pytest.fixture
-def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Place, Place]]:
+def base() -> Iterator[Path]:
+    """A directory with a short path: a Unix socket's path holds at most 107 bytes, and pytest's
+    ``tmp_path`` under a parallel run (``/tmp/pytest-of-USER/pytest-N/popen-gwN/TEST-NAME/``) plus
+    ``home/.local/state/labgang/labgang.sock`` can exceed that."""
+    with tempfile.TemporaryDirectory(prefix="lgd-") as folder:
+        yield Path(folder)
+
+
+@pytest.fixture
+def places(base: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Place, Place]]:
     """(system, own): the system instance's directory (named by a system config) and a user's own."""
-    system, own = Place(tmp_path / "system"), Place(tmp_path / "home" / ".local" / "state" / "labgang")
-    config = tmp_path / "system.toml"
+    system, own = Place(base / "system"), Place(base / "home" / ".local" / "state" / "labgang")
+    config = base / "system.toml"
     config.write_text(f'state_dir = "{system.directory}"\n')
     monkeypatch.setattr(paths, "system_config_files", lambda: [str(config)])
     monkeypatch.setattr(discovery.os, "geteuid", lambda: 1000)
     monkeypatch.delenv(paths.STATE_DIR_ENV, raising=False)
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "home" / ".local" / "state"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "home" / ".local" / "state"))
     yield system, own
     system.close()
     own.close()
@@ -114,27 +124,27 @@ def test_root_talks_to_the_system_instance(places: tuple[Place, Place], monkeypa
     ],
 )
 def test_a_broken_system_config_is_one_line_naming_it(
-    places: tuple[Place, Place], tmp_path: Path, text: str, problem: str
+    places: tuple[Place, Place], base: Path, text: str, problem: str
 ) -> None:
-    (tmp_path / "system.toml").write_text(text)
+    (base / "system.toml").write_text(text)
     with pytest.raises(SystemConfigUnusable) as caught:
         socket_file_for(None)
-    assert str(caught.value).startswith(f"{tmp_path / 'system.toml'}: ") and problem in str(caught.value)
+    assert str(caught.value).startswith(f"{base / 'system.toml'}: ") and problem in str(caught.value)
     assert "\n" not in str(caught.value)
 
 
 def test_roots_labgang_up_names_a_broken_system_config_in_one_line(
-    places: tuple[Place, Place], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    places: tuple[Place, Place], base: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from click.testing import CliRunner
     from labgang.launcher.cli.up import up
 
     monkeypatch.setattr(discovery.os, "geteuid", lambda: 0)
-    (tmp_path / "system.toml").write_text('state_dir = "relative/dir"\n')
+    (base / "system.toml").write_text('state_dir = "relative/dir"\n')
     result = CliRunner().invoke(up, ["--simulate", "config/sim/h100x8.toml"])
     assert result.exit_code == 2, result.output
     assert result.stderr == (
-        f"labgang up: {tmp_path / 'system.toml'}: state_dir = 'relative/dir'; allowed: an absolute directory path\n"
+        f"labgang up: {base / 'system.toml'}: state_dir = 'relative/dir'; allowed: an absolute directory path\n"
     )
 
 

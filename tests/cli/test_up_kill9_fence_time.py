@@ -10,6 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 from up_harness import Up, alive
 
 FENCE_WAIT_S = 90.0  # the lease is 24 s; a loaded machine may take longer to notice
@@ -24,12 +25,15 @@ def test_a_killed_labgang_ups_ranks_are_fenced_and_dated_then() -> None:
             pid = job["ranks"][0]["pid"] if job.get("ranks") else None
             assert pid, job
             assert up.proc is not None
+            shim = psutil.Process(pid).ppid()  # the rank's small parent: it fences it and dates the end
             os.kill(up.proc.pid, signal.SIGKILL)
             up.proc.wait(30)
             killed = time.time()
             assert alive(pid)  # nobody stopped it: it runs on, unwatched, until the lease runs out
             deadline = time.monotonic() + FENCE_WAIT_S
-            while alive(pid):
+            # The fence is over when the small parent has exited too: it reaps the rank, then writes
+            # the end's time (exit.json), then exits; the rank alone may be gone before that time is taken.
+            while alive(pid) or alive(shim):
                 assert time.monotonic() < deadline, f"rank {pid} still runs {FENCE_WAIT_S} s after kill -9"
                 time.sleep(0.2)
             restarted = time.time()
