@@ -36,6 +36,24 @@ for _signum, _default in ((signal.SIGINT, signal.default_int_handler), (signal.S
         signal.signal(_signum, _default)
 
 
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """How many workers ``-n auto`` (``pyproject.toml``'s addopts) starts: one per CPU this run may
+    use, at most ``MAX_WORKERS``. The CPUs are those the process may run on (its affinity) within
+    a cgroup's quota (``cpu.max``), not the host's count that ``os.cpu_count`` gives in a container;
+    the cap keeps the end-to-end tests' real processes from crowding a large machine's scheduler."""
+    usable = len(os.sched_getaffinity(0))
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+    except (OSError, ValueError):
+        quota, period = "max", "1"
+    if quota != "max":
+        usable = min(usable, max(1, int(quota) // int(period)))
+    return max(1, min(usable, MAX_WORKERS))
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The repository root."""
