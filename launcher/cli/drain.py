@@ -2,7 +2,8 @@
 scheduling for maintenance and gives them back, as Slurm's ``scontrol update NodeName=X
 State=DRAIN Reason=...`` and ``State=RESUME`` (coordinator/drains.py).
 
-Each node is acted on or refused on its own, as ``_each`` does for jobs: a refusal is one stderr
+NODE is a node name or a Slurm host list (``gpu[01-04,07]``, launcher/cli/hostlist.py). Each node is
+acted on or refused on its own, as ``_each`` does for jobs: a refusal is one stderr
 line naming the node, and the exit status is the worst one (1 a refusal, 2 a bad value).
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
+from labgang.launcher.cli.hostlist import HostlistError, expand
 from labgang.launcher.cli.outcomes import Outcomes
 from labgang.launcher.cli.plumbing import describe_api_error, json_option, state_dir_option
 
@@ -28,8 +30,16 @@ def _each_node(
     line: Callable[[dict[str, Any]], str],
 ) -> None:
     out = Outcomes(verb, as_json)
+    named: dict[str, None] = {}
+    for text in nodes:
+        try:
+            named.update(dict.fromkeys(expand(text)))
+        except HostlistError as err:
+            allowed = "node names or Slurm host lists such as gpu[01-04,07]"
+            text = f"NODE: {err}" if "allowed:" in str(err) else f"NODE: {err}; allowed: {allowed}"
+            raise CommandFailed(text, 2, field="NODE", allowed=allowed) from err
     with Client.for_state_dir(state_dir) as client:
-        for node in dict.fromkeys(nodes):
+        for node in named:
             try:
                 answer = act(client, node)
             except ApiError as err:
@@ -56,6 +66,8 @@ def _each_node(
 def drain(state_dir: Path | None, as_json: bool, reason: str, nodes: tuple[str, ...]) -> None:
     """Take nodes out of scheduling (admins), as scontrol update State=DRAIN.
 
+    NODE is a node name or a Slurm host list: `labgang drain gpu[01-04] -r "PSU swap"`.
+
     No new job is placed on a drained node; the jobs running there run to their end (`labgang
     nodes` shows it as drng, then drain once they are gone). The drain survives a restart of the
     coordinator and of the node's agent, until `labgang resume NODE`. Draining a drained node
@@ -76,7 +88,10 @@ def drain(state_dir: Path | None, as_json: bool, reason: str, nodes: tuple[str, 
 @json_option("Print each node's answer ({node, drain: null, ended: {reason, by, since}}) as a JSON list.")
 @state_dir_option
 def resume(state_dir: Path | None, as_json: bool, nodes: tuple[str, ...]) -> None:
-    """Give drained nodes back to scheduling (admins), as scontrol update State=RESUME."""
+    """Give drained nodes back to scheduling (admins), as scontrol update State=RESUME.
+
+    NODE is a node name or a Slurm host list (gpu[01-04]), as for `labgang drain`.
+    """
     _each_node(
         "resume",
         nodes,

@@ -95,6 +95,18 @@ def test_bad_drain_and_resume_requests_are_one_line_each_and_change_nothing() ->
                 "labgang drain: node n1: reason has 257 characters; allowed: printable text of 1 to 256 characters\n",
             ),
             (("drain", "n1", "--reason", "a\x1b[2Jb"), 2, None),
+            (
+                ("drain", "n[1-", "--reason", "x"),
+                2,
+                "labgang drain: NODE: host list 'n[1-': a '[' without its ']'; "
+                "allowed: node names or Slurm host lists such as gpu[01-04,07]\n",
+            ),
+            (
+                ("resume", "n[2-1]"),
+                2,
+                "labgang resume: NODE: host list 'n[2-1]': the range 2-1 ends below its start; "
+                "allowed: node names or Slurm host lists such as gpu[01-04,07]\n",
+            ),
         ]
         for args, status, line in cases:
             done = cluster.cli(*args)
@@ -117,5 +129,10 @@ def test_bad_drain_and_resume_requests_are_one_line_each_and_change_nothing() ->
         # draining a drained node again replaces its reason, as Slurm's
         assert cluster.cli_ok("drain", "n1", "-r", "disk, then fans") == "node n1: drained (disk, then fans)\n"
         assert cluster.cli_ok("nodes").rstrip().endswith(": disk, then fans")
+        # a Slurm host list names nodes as scontrol's NodeName= does: each is acted on or refused
+        assert cluster.cli_ok("resume", "n[1]").startswith("node n1: resumed")
+        listed = cluster.cli("drain", "n[1-2]", "--reason", "rack power")
+        assert listed.returncode == 1 and listed.stdout == "node n1: drained (rack power)\n", listed
+        assert listed.stderr == "labgang drain: no node 'n2'; nodes: n1\n", listed
     finally:
         cluster.stop()
