@@ -5,7 +5,6 @@ the job (``view=queue``), against a real coordinator; and the older coordinator'
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from labgang.agent import paths
 from labgang.launcher.api.client import ApiError, Client, socket_file_for
 from labgang.launcher.cli.format import job_detail
 from labgang.launcher.cli.job_facts import add_pitfalls, add_start_errors
+from table_ages import without_ages
 
 
 @pytest.fixture
@@ -59,10 +59,6 @@ def cli(state: str, *args: str, click: bool = False, env: dict[str, str] | None 
     return done.returncode, done.stdout, done.stderr
 
 
-AGE = re.compile(r"\b\d+[smhd](?:\d+[smhd])*\b")
-"""An age as ``show`` writes it (``2s``, ``1m05s``, ``3h02m``): it moves between two whole commands."""
-
-
 def both_ways(
     state: str, *args: str, env: dict[str, str] | None = None
 ) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
@@ -70,7 +66,7 @@ def both_ways(
     ages written ``AGE`` (the exact text, ages included, is held to the command's own rendering at an
     instant of the request by :func:`rendered_here`)."""
     fast, slow = cli(state, *args, env=env), cli(state, *args, click=True, env=env)
-    return (fast[0], AGE.sub("AGE", fast[1]), fast[2]), (slow[0], AGE.sub("AGE", slow[1]), slow[2])
+    return (fast[0], without_ages(fast[1]), fast[2]), (slow[0], without_ages(slow[1]), slow[2])
 
 
 @pytest.mark.slow
