@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from labgang.launcher.arrays import fold
 from labgang.launcher.cli.format import format_resources
 from labgang.launcher.durations import format_duration
+from labgang.launcher.jobtable import fold_pending_tasks
 from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
 from labgang.launcher.text import printable
 from labgang.tui.sharers import budgeted_jobs, sharers_text
@@ -176,13 +176,12 @@ def _fold_key(j: JobView) -> tuple[Any, ...]:
     return (j.array_id, j.name, j.user, j.queue, j.priority, j.shape_with_resource, j.reason_code, j.reason_message)
 
 
-def _pending_tasks(jobs: list[JobView]) -> dict[tuple[Any, ...], list[int]]:
-    """The pending tasks' indices of each job array among ``jobs``, by :func:`_fold_key`."""
-    out: dict[tuple[Any, ...], list[int]] = {}
-    for j in jobs:
-        if j.state == "pending" and j.array_id is not None and j.array_index is not None:
-            out.setdefault(_fold_key(j), []).append(j.array_index)
-    return out
+def _pending_task(j: JobView) -> tuple[Any, str, int, int | None] | None:
+    """A pending task of a job array as :func:`labgang.launcher.jobtable.fold_pending_tasks` reads it
+    (its :func:`_fold_key`, array, index and %N cap); None for any other job."""
+    if j.state != "pending" or j.array_id is None or j.array_index is None:
+        return None
+    return _fold_key(j), j.array_id, j.array_index, j.array_limit
 
 
 def job_rows(
@@ -195,19 +194,9 @@ def job_rows(
     now = state.snapshot.now
     jobs = [j for j in state.snapshot.jobs if (show_finished or not j.finished) and filters.match_job(j)]
     out = []
-    folded = _pending_tasks(jobs)
     budgets = budgeted_jobs(state.snapshot)  # a running share's memory against its --gpu-mem (tui/sharers.py)
-    for j in sort_jobs(jobs, sort, now):
-        job_id = j.id
-        key = _fold_key(j) if j.state == "pending" and j.array_id is not None else None
-        if key is not None and key in folded:
-            indices = folded[key]
-            if not indices:
-                continue  # folded into the row of its array's first pending task
-            if len(indices) > 1:
-                cap = "" if j.array_limit is None else f"%{j.array_limit}"
-                job_id = f"{j.array_id}_[{fold(indices)}{cap}]"
-            folded[key] = []
+    for j, folded_id in fold_pending_tasks(sort_jobs(jobs, sort, now), _pending_task):
+        job_id = folded_id or j.id
         age = now - j.submit_time if j.submit_time is not None else None
         reason = ""
         if j.state == "pending" and j.reason_code:
