@@ -526,7 +526,8 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     directory, with your environment plus RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
     LOCAL_RANK, NODE_RANK and CUDA_VISIBLE_DEVICES (device UUIDs) set per rank.
 
-    With --array, submits a job array (one job per index, ID_INDEX) and prints its id.
+    With --array, submits a job array (one job per index, ID_INDEX) and prints its id (--json: the
+    first task as "job", and the array's id and tasks as `show --json ARRAY` gives them).
 
     A batch script as the only argument (no --) runs with bash, or its #! interpreter, and its
     #LABGANG lines (labgang's flags) and #SBATCH lines (Slurm's) at the top are read as flags;
@@ -540,7 +541,14 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     """
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
-    click.echo(to_json({"job": job}) if as_json else submitted_id(job))
+        if not as_json:
+            click.echo(submitted_id(job))
+            return
+        from labgang.launcher.cli.array_view import submitted_json
+
+        array_id = job.get("array_id")  # an array: its id and every task, not its first task alone
+        reply = None if array_id is None else client.array(str(array_id))
+    click.echo(to_json(submitted_json(job, reply)))
 
 
 @click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": False})
