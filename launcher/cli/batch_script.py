@@ -1,7 +1,8 @@
 """``labgang submit SCRIPT``: a batch script's ``#LABGANG`` and ``#SBATCH`` lines as submit flags
 (docs/slurm.md).
 
-``labgang submit train.sbatch`` (a file as the only positional argument, no ``--``) runs the
+``labgang submit train.sbatch [ARGS...]`` (a file as the first positional argument, no ``--`` before
+it; the words after it are the script's arguments, as ``sbatch script [args...]``) runs the
 script with ``bash``, or with the interpreter its ``#!`` line names, and reads the directives at
 its top, as ``sbatch`` does: the lines from the first up to the first line that is neither blank
 nor a comment. ``#LABGANG`` lines hold labgang's own submit flags (``#LABGANG -n 4 -g 2``);
@@ -401,17 +402,17 @@ def with_srun_shim(env: dict[str, str]) -> dict[str, str]:
 
 
 SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash")
-"""File name endings that make a lone argument a batch script's path rather than a command's name."""
+"""File name endings that make the first argument a batch script's path rather than a command's name."""
 
 
 def looks_like_script(path: str) -> bool:
-    """True when ``path``, the only argument of ``submit``/``run`` (no ``--``), reads as a batch
+    """True when ``path``, the first argument of ``submit``/``run`` (no ``--`` before it), reads as a batch
     script's path: it ends in one of :data:`SCRIPT_SUFFIXES` or names a folder (holds a ``/``)."""
     return "/" in path or path.endswith(SCRIPT_SUFFIXES)
 
 
 def missing_script(path: str) -> str | None:
-    """The one-line refusal of a lone argument that looks like a batch script (:func:`looks_like_script`)
+    """The one-line refusal of a first argument that looks like a batch script (:func:`looks_like_script`)
     but is no file: ``labgang submit trian.sbatch`` must not submit ``trian.sbatch`` as a command that
     then fails to start. None when it is not such a path, or is a command on ``PATH`` (``run.sh`` there)."""
     if not looks_like_script(path) or os.path.isfile(path):
@@ -423,34 +424,43 @@ def missing_script(path: str) -> str | None:
             return None
     what = "a folder, not a file" if os.path.isdir(path) else "no such file"
     return (
-        f"SCRIPT: {path!r} is {what}; a lone argument ending .sh/.sbatch or holding a '/' is read as a batch "
+        f"SCRIPT: {path!r} is {what}; a first argument ending .sh/.sbatch or holding a '/' is read as a batch "
         f"script (to run a command of that name, put it after --: labgang submit -- {path})"
     )
 
 
 def script_form(args: list[str], positional: list[str], *, strict: bool) -> tuple[list[str], list[str]] | None:
     """The submit arguments with a batch script's directives in front, or None when ``args`` is
-    not the script form: a text file's path as the only positional argument, no ``--``. A program
-    (``submit /bin/true``: a file with NUL bytes, or not UTF-8) is run as before, as the command.
+    not the script form: a text file's path as the first positional argument, no ``--`` before it,
+    the words after it the script's own arguments (``sbatch script [args...]``). A program
+    (``submit /bin/true``: a file with NUL bytes, or not UTF-8) is run as before, as the command,
+    and so is the first command of a job of groups (``CMD : OPTIONS -- CMD``).
 
     Args:
         args: the arguments after ``submit``/``run``, as typed.
-        positional: what the parser found after the options (the script path, for the script form).
+        positional: what the parser found after the options (the script path, then its arguments,
+            for the script form).
         strict: ``--error-on-unknown-sbatch``.
 
     Returns:
         ``(new args, warnings)``: the new args are ``--name SCRIPT_NAME --batch-srun`` (labgang's
         ``srun`` first on the script's ``PATH``: :func:`with_srun_shim`), the ``#SBATCH`` flags,
-        the ``#LABGANG`` flags, the command line's options, then ``-- INTERPRETER SCRIPT``; each
-        warning is one line without the command's prefix.
+        the ``#LABGANG`` flags, the command line's options, then ``-- INTERPRETER SCRIPT ARGS...``;
+        each warning is one line without the command's prefix.
 
     Raises:
         BadScript: the file cannot be read, is ``-`` (standard input), is empty or has DOS line
             breaks (as sbatch refuses them), or a directive cannot be used.
     """
-    if "--" in args or len(positional) != 1 or not args or args[-1] != positional[0]:
+    options = len(args) - len(positional)  # the command line's own options come before the script
+    if not positional or options < 0 or args[options:] != positional or "--" in args[:options]:
         return None
-    path = positional[0]
+    if ":" in positional:
+        from labgang.launcher.cli.job_groups import split_components
+
+        if len(split_components(positional)) > 1:
+            return None  # a job of groups: its first group's command, as typed
+    path, script_args = positional[0], positional[1:]
     if path == "-":  # sbatch's script on standard input: the job runs its script from a file here
         raise BadScript(
             "-: labgang reads a batch script from a file, not from standard input (its ranks run the file "
@@ -483,4 +493,4 @@ def script_form(args: list[str], positional: list[str], *, strict: bool) -> tupl
     sbatch, warnings = sbatch_flags(lines, path, strict=strict)
     own = labgang_flags(lines, path)
     name = ["--name", os.path.basename(path), "--batch-srun"]  # labgang's srun first on its PATH
-    return [*name, *sbatch, *own, *args[:-1], "--", *script_command(path, text)], warnings
+    return [*name, *sbatch, *own, *args[:options], "--", *script_command(path, text), *script_args], warnings

@@ -329,8 +329,8 @@ def _parse_submission(
     """
     options, argv = parse(args, flags, interspersed=False)
     if (
-        len(argv) == 1
-        and "--" not in args
+        argv
+        and "--" not in args[: len(args) - len(argv)]
         and (os.path.isfile(argv[0]) or argv[0] == "-" or "/" in argv[0] or "." in argv[0])
     ):
         from labgang.launcher.cli.batch_script import BadScript, script_form

@@ -101,11 +101,26 @@ def test_a_relative_script_runs_by_its_absolute_path(tmp_path, monkeypatch):
     assert body["argv"] == ["bash", os.path.join(str(tmp_path), "rel.sbatch")] and body["workers"] == 2
 
 
-def test_with_dashdash_or_arguments_the_file_is_a_plain_command(tmp_path):
+def test_after_dashdash_the_file_is_a_plain_command(tmp_path):
     path = _write(tmp_path, "#SBATCH -n 2\necho\n")
     assert fast_body(["--", path])["argv"] == [path]
-    assert fast_body([path, "x"])["argv"] == [path, "x"]
+    assert fast_body(["--", path, "x"])["argv"] == [path, "x"]
     assert fast_body(["/bin/true"])["argv"] == ["/bin/true"]  # a program: not read for directives
+    assert fast_body(["/bin/echo", "x"])["argv"] == ["/bin/echo", "x"]
+
+
+def test_a_script_with_arguments_is_read_for_its_directives_and_gets_them(tmp_path):
+    """As ``sbatch script.sh a b``: the words after the script are its arguments, and its ``#SBATCH``
+    lines are read as without them (they were ignored: the file ran as a plain command)."""
+    path = _write(tmp_path, "#SBATCH -n 2\n#SBATCH -J sweep\necho\n")
+    body = fast_body([path, "x", "--lr", "3", "--", "y"])
+    assert body == click_body([path, "x", "--lr", "3", "--", "y"])
+    assert body["argv"] == ["bash", path, "x", "--lr", "3", "--", "y"]
+    assert (body["workers"], body["name"]) == (2, "sweep")
+    body = fast_body(["-n", "3", path, "x"])  # the command line's options still win
+    assert (body["workers"], body["argv"]) == (3, ["bash", path, "x"])
+    groups = fast_body(["-n", "1", path, ":", "-n", "2", "--", "true"])  # a job of groups: its command as typed
+    assert groups["groups"][0]["argv"] == [path] and groups["groups"][1]["argv"] == ["true"]
 
 
 def test_directives_stop_at_the_first_command_line():
