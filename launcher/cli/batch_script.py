@@ -184,6 +184,7 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
     flags: list[str] = []
     warnings: list[str] = []
     per_node: str | None = None
+    per_node_at = path  # the line of --ntasks-per-node, for its refusal
     nodes: str | None = None
     tasks_given = False
     tasks: str | None = None
@@ -201,7 +202,7 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                     "allowed: one component (give a job of groups as CMD : OPTIONS -- CMD or -f job.toml)"
                 )
             if name == "--ntasks-per-node" and value is not None:
-                per_node = value
+                per_node, per_node_at = value, where
             elif name == "--gpus" and value is not None:
                 gpus = (where, value)
             elif name in SBATCH_OPTIONS and (value is not None or name in _FLAG_ONLY):
@@ -231,7 +232,9 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
         model, _, count = value.rpartition(":")
         if not count.isdigit() or int(count) < 1:
             raise BadScript(f"{at}: #SBATCH --gpus {value}: allowed: N or TYPE:N, N a whole number >= 1")
-        if tasks in (None, "1") and per_node in (None, "1") and nodes in (None, "1"):
+        if gres is not None:
+            _gpus_agree_with_gres(at, value, gres, flags[gres[2]], nodes)  # then --gres says it all
+        elif tasks in (None, "1") and per_node in (None, "1") and nodes in (None, "1"):
             flags += ["-g", count] + (["--gpu-model", model] if model else [])
         else:
             warnings.append(
@@ -239,16 +242,48 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                 "for one task; use --gpus-per-task"
             )
     if per_node is not None and not tasks_given:
-        if not per_node.isdigit() or (nodes is not None and not nodes.isdigit()):
+        if not per_node.isdigit():
             raise BadScript(
-                f"{path}: #SBATCH --ntasks-per-node {per_node}: allowed: a whole number of tasks per node, with -N N"
+                f"{per_node_at}: #SBATCH --ntasks-per-node {per_node}: allowed: a whole number of tasks per node, "
+                "with -N N"
             )
-        flags += ["--workers", str(int(per_node) * int(nodes or 1))]
+        if nodes is None or nodes.isdigit():  # else -N's own refusal names its line (ScriptCommand)
+            flags += ["--workers", str(int(per_node) * int(nodes or 1))]
     elif nodes is not None and nodes.isdigit() and not tasks_given:
         flags += ["--workers", nodes]  # Slurm: -N N without -n or --ntasks-per-node is one task per node
     if gres is not None:
         flags[gres[2]] = _gres_per_rank(gres, flags[gres[2]], None if tasks_given else per_node, tasks, nodes)
     return flags, warnings
+
+
+def _gpus_agree_with_gres(at: str, value: str, gres: tuple[str, str, int], per_node: str, nodes: str | None) -> None:
+    """``#SBATCH --gpus`` (the job's total) beside ``--gres=gpu:N`` (per node): as Slurm, which refuses a
+    total that is not N times the node count ("--gpus is not multiple of --gres=gpu"), labgang takes both
+    only when they say the same, and refuses them otherwise, in one line naming both lines: neither
+    silently wins. Without ``-N`` the node count is 1 (Slurm would infer total/N nodes; the line says
+    to write ``-N`` instead).
+
+    Args:
+        at, value: the ``--gpus`` line (``train.sh:4``) and its value (``3`` or ``a100:3``).
+        gres: the ``--gres`` line, its option as written and the index of its count in the flags.
+        per_node: N, the GPUs per node the ``--gres`` line asks for. nodes: ``-N``'s value, if any.
+
+    Raises:
+        BadScript: the total differs from N x nodes (or ``-N`` is no whole number).
+    """
+    on_nodes = int(nodes) if nodes is not None and nodes.isdigit() else 1
+    total, each = int(value.rpartition(":")[2]), int(per_node)
+    if total == each * on_nodes:
+        return
+    hint = "Slurm refuses this too"
+    if nodes is None and each > 0 and total % each == 0:  # Slurm would infer -N total/N; labgang asks for it
+        count = total // each
+        hint = f"for {count} nodes of {each} GPUs write -N {count}, which Slurm infers and labgang does not"
+    raise BadScript(
+        f"{at}: #SBATCH --gpus {value}: conflicts with {gres[0]}: #SBATCH {gres[1]} ({each} GPUs per node "
+        f"on {on_nodes} node{'s' if on_nodes != 1 else ''} is {each * on_nodes} GPUs, not {total}); "
+        f"allowed: one of the two, or a --gpus total equal to --gres's count times -N ({hint})"
+    )
 
 
 def _gres_per_rank(
