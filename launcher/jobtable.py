@@ -19,15 +19,15 @@ from labgang.launcher.text import align, clip, printable
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-    from typing import Any, TypeVar
+    from collections.abc import Hashable, Iterable, Mapping, Sequence
+    from typing import Any
 
     # (cells: JOBID NAME USER QUEUE STATE GANG PRIO NODES(REASON), submit time or None,
     #  array id or None, array index or None, the array's %N cap or None, pending?)
     RowFacts = tuple[tuple[str, ...], float | None, str | None, int | None, int | None, bool]
-    # a pending array task's (fold key, array id, index, the array's %N cap or None): fold_pending_tasks
-    PendingTask = tuple[Hashable, str, int, int | None]
-    R = TypeVar("R")
+    # a pending array task's (its row's position, fold key, array id, index, the array's %N cap or
+    # None): fold_pending_tasks
+    PendingTask = tuple[int, Hashable, str, int, int | None]
 
 HEADERS = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GANG", "PRIO", "AGE", "NODES(REASON)")
 """The table's columns, squeue's with a GANG (ranks x devices per rank) column."""
@@ -80,57 +80,55 @@ def render(rows: Sequence[RowFacts], now: float) -> str:
     Returns:
         The header line and one line per row, joined with newlines, no trailing newline.
     """
+    # tasks fold while their rows say the same but the id: one task updated alone (its queue, name,
+    # priority) or held alone keeps its own row, as squeue splits such a task off its array's record
+    folded = fold_pending_tasks(
+        (i, (array_id, cells[1:]), array_id, index, cap)
+        for i, (cells, _, array_id, index, cap, waiting) in enumerate(rows)
+        if waiting and array_id is not None and index is not None
+    )
     lines = []
-    for (cells, submitted, *_), shown_id in fold_pending_tasks(rows, _pending_task):
-        if shown_id is not None:
+    for i, row in enumerate(rows):
+        cells, submitted = row[0], row[1]
+        if i in folded:
+            shown_id = folded[i]
+            if shown_id is None:
+                continue  # folded into the array's first pending task
             cells = (shown_id, *cells[1:])
         age = "-" if submitted is None else format_duration(now - submitted)
         lines.append((*cells[:_AGE], age, *cells[_AGE:]))
     return align(HEADERS, lines)
 
 
-def _pending_task(row: RowFacts) -> PendingTask | None:
-    """A row's :data:`PendingTask` for :func:`fold_pending_tasks`: its fold key is the array and every
-    cell but JOBID (one task updated alone, its queue, name or priority, or held alone keeps its own
-    row, as squeue splits such a task off its array's record)."""
-    cells, _, array_id, index, cap, waiting = row
-    if array_id is None or not waiting or index is None:
-        return None
-    return (array_id, cells[1:]), array_id, index, cap
-
-
-def fold_pending_tasks(rows: Iterable[R], task: Callable[[R], PendingTask | None]) -> list[tuple[R, str | None]]:
-    """squeue's folding of a job array's pending tasks into one row, for every table that shows jobs
-    (``labgang queue``'s :func:`render`, ``labgang top``'s jobs view in ``tui/rows.py``).
+def fold_pending_tasks(tasks: Iterable[PendingTask]) -> dict[int, str | None]:
+    """squeue's folding of a job array's pending tasks into one row, the one rule of every table that
+    shows jobs (``labgang queue``'s :func:`render`, ``labgang top``'s jobs view, ``tui/rows.py``).
 
     Args:
-        rows: the rows in the order they are shown (any type).
-        task: for a row that is a pending task of a job array, its :data:`PendingTask`: ``(fold key,
-            array id, index, the array's %N cap or None)``, the key holding the array and all the row
-            shows but its id (tasks fold only while their rows say the same); None for any other row.
+        tasks: each pending task of a job array among the rows, in the order the rows are shown, as
+            :data:`PendingTask`: ``(its row's position, fold key, array id, index, the array's %N cap
+            or None)``; the key holds the array and all the row shows but its id, so that tasks fold
+            only while their rows say the same.
 
     Returns:
-        The rows kept, in order, each with the JOBID to show in place of its own, or None to keep its
-        own: the first row of each fold key stands for all of the key's tasks, as ``12_[5-99%8]``
-        (:func:`folded_id`, with that row's cap), and the key's other rows are left out. A key with
-        one task keeps its row and its id. Other rows are kept as they are.
+        Row position -> the JOBID that row shows in place of its own (``12_[5-99%8]``,
+        :func:`folded_id`, with that row's cap): the first row of each key with several tasks; or
+        None for the key's later rows, which are left out (folded into the first). Rows not in the
+        answer (other jobs, and a key of one task) keep their rows and ids.
     """
-    listed = [(row, task(row)) for row in rows]
-    indices: dict[Hashable, list[int]] = {}
-    for _, pending in listed:
-        if pending is not None:
-            indices.setdefault(pending[0], []).append(pending[2])
-    out: list[tuple[R, str | None]] = []
-    for row, pending in listed:
-        if pending is None:
-            out.append((row, None))
-            continue
-        key, array_id, _, cap = pending
-        found = indices.pop(key, None)
+    first: dict[Hashable, tuple[int, str, list[int], int | None]] = {}
+    folded: dict[int, str | None] = {}
+    for position, key, array_id, index, cap in tasks:
+        found = first.get(key)
         if found is None:
-            continue  # folded into the row of the key's first task
-        out.append((row, folded_id(array_id, found, cap) if len(found) > 1 else None))
-    return out
+            first[key] = (position, array_id, [index], cap)
+        else:
+            found[2].append(index)
+            folded[position] = None
+    for position, array_id, indices, cap in first.values():
+        if len(indices) > 1:
+            folded[position] = folded_id(array_id, indices, cap)
+    return folded
 
 
 def job_table(jobs: Iterable[Mapping[str, Any]], now: float) -> str:

@@ -122,22 +122,17 @@ def test_one_fold_rule_keeps_the_first_row_of_each_key_for_all_its_pending_tasks
     with the cap of that row; a key of one task keeps its own id; other rows stay as they are."""
     from labgang.launcher.jobtable import fold_pending_tasks
 
-    # (row name, array, index, cap, fold key's other part) for pending tasks; None for any other row
-    facts = {
-        "7_2": ("7", 2, 4, "q"),
-        "x": None,
-        "7_0": ("7", 0, None, "q"),  # its cap is not the first row's: the first row's counts
-        "9_1": ("9", 1, None, "q"),
-        "7_1": ("7", 1, 4, "moved"),  # another queue: its own key, its own row
-        "7_3": ("7", 3, 4, "q"),
-    }
-
-    def task(row: str):
-        fact = facts[row]
-        return None if fact is None else ((fact[0], fact[3]), fact[0], fact[1], fact[2])
-
-    assert fold_pending_tasks(list(facts), task) == [("7_2", "7_[0,2-3%4]"), ("x", None), ("9_1", None), ("7_1", None)]
-    assert fold_pending_tasks([], task) == []
+    # rows: 0 7_2, 1 another job, 2 7_0, 3 9_1, 4 7_1 moved to another queue, 5 7_3
+    tasks = [
+        (0, ("7", "q"), "7", 2, 4),
+        (2, ("7", "q"), "7", 0, None),  # its cap is not the first row's: the first row's counts
+        (3, ("9", "q"), "9", 1, None),
+        (4, ("7", "moved"), "7", 1, 4),  # another queue: its own key, its own row
+        (5, ("7", "q"), "7", 3, 4),
+    ]
+    assert fold_pending_tasks(tasks) == {0: "7_[0,2-3%4]", 2: None, 5: None}
+    assert fold_pending_tasks(iter(tasks[2:4])) == {}
+    assert fold_pending_tasks([]) == {}
 
 
 def test_the_client_refuses_an_array_over_any_clusters_ceiling_before_building_it() -> None:

@@ -172,16 +172,8 @@ class JobRow:
 def _fold_key(j: JobView) -> tuple[Any, ...]:
     """What pending tasks of one array share to fold into one row: the array and all the row shows
     but the id (a task moved, renamed, reprioritised or waiting for another reason keeps its own
-    row, as ``labgang queue``'s :func:`labgang.launcher.jobtable.render`)."""
+    row, by the rule of ``labgang queue``: :func:`labgang.launcher.jobtable.fold_pending_tasks`)."""
     return (j.array_id, j.name, j.user, j.queue, j.priority, j.shape_with_resource, j.reason_code, j.reason_message)
-
-
-def _pending_task(j: JobView) -> tuple[Any, str, int, int | None] | None:
-    """A pending task of a job array as :func:`labgang.launcher.jobtable.fold_pending_tasks` reads it
-    (its :func:`_fold_key`, array, index and %N cap); None for any other job."""
-    if j.state != "pending" or j.array_id is None or j.array_index is None:
-        return None
-    return _fold_key(j), j.array_id, j.array_index, j.array_limit
 
 
 def job_rows(
@@ -195,8 +187,18 @@ def job_rows(
     jobs = [j for j in state.snapshot.jobs if (show_finished or not j.finished) and filters.match_job(j)]
     out = []
     budgets = budgeted_jobs(state.snapshot)  # a running share's memory against its --gpu-mem (tui/sharers.py)
-    for j, folded_id in fold_pending_tasks(sort_jobs(jobs, sort, now), _pending_task):
-        job_id = folded_id or j.id
+    shown = sort_jobs(jobs, sort, now)
+    folded = fold_pending_tasks(
+        (i, _fold_key(j), j.array_id, j.array_index, j.array_limit)
+        for i, j in enumerate(shown)
+        if j.state == "pending" and j.array_id is not None and j.array_index is not None
+    )
+    for i, j in enumerate(shown):
+        job_id = j.id
+        if i in folded:
+            if folded[i] is None:
+                continue  # folded into the row of its array's first pending task
+            job_id = folded[i]
         age = now - j.submit_time if j.submit_time is not None else None
         reason = ""
         if j.state == "pending" and j.reason_code:
