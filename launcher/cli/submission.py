@@ -540,9 +540,9 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     With --array, submits a job array (one job per index, ID_INDEX) and prints its id (--json: the
     first task as "job", and the array's id and tasks as `show --json ARRAY` gives them).
 
-    A batch script as the only argument (no --) runs with bash, or its #! interpreter, and its
-    #LABGANG lines (labgang's flags) and #SBATCH lines (Slurm's) at the top are read as flags;
-    the command line wins (docs/slurm.md).
+    A batch script as the first argument (no -- before it; the words after it are its arguments,
+    as sbatch's) runs with bash, or its #! interpreter, and its #LABGANG lines (labgang's flags)
+    and #SBATCH lines (Slurm's) at the top are read as flags; the command line wins (docs/slurm.md).
 
     A job of groups (docs/job-groups.md): ':' between groups, each with its own -n/-g/... and
     command, all admitted together (labgang submit -n 1 -g 0 -- mpirun.sh : -n 4 -g 2 -- python
