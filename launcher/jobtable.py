@@ -83,14 +83,15 @@ def render(rows: Sequence[RowFacts], now: float) -> str:
     # tasks fold while their rows say the same but the id: one task updated alone (its queue, name,
     # priority) or held alone keeps its own row, as squeue splits such a task off its array's record
     folded = fold_pending_tasks(
-        (i, (array_id, cells[1:]), array_id, index, cap)
-        for i, (cells, _, array_id, index, cap, waiting) in enumerate(rows)
-        if waiting and array_id is not None and index is not None
+        [  # by index, not unpacking all six facts of every row: most rows are no pending array task
+            (i, (row[2], row[0][1:]), row[2], row[3], row[4])  # (position, key, array id, index, cap)
+            for i, row in enumerate(rows)
+            if row[5] and row[2] is not None and row[3] is not None  # pending, of an array, with an index
+        ]
     )
     lines = []
-    for i, row in enumerate(rows):
-        cells, submitted = row[0], row[1]
-        if i in folded:
+    for i, (cells, submitted, _, _, _, _) in enumerate(rows):
+        if folded and i in folded:
             shown_id = folded[i]
             if shown_id is None:
                 continue  # folded into the array's first pending task
