@@ -196,9 +196,10 @@ def job_rows(
     for i, j in enumerate(shown):
         job_id = j.id
         if i in folded:
-            if folded[i] is None:
+            shown_id = folded[i]
+            if shown_id is None:
                 continue  # folded into the row of its array's first pending task
-            job_id = folded[i]
+            job_id = shown_id
         age = now - j.submit_time if j.submit_time is not None else None
         reason = ""
         if j.state == "pending" and j.reason_code:
