@@ -370,7 +370,9 @@ def origin_of(
     origins: Mapping[str, str], table: Mapping[str, tuple[str, object]], *, field: str | None = None, message: str = ""
 ) -> str | None:
     """The directive line behind a refusal, or None when it was no directive's: by the coordinator's
-    ``field`` (``queue``), else by the flags a builder message starts with (``-D/--chdir: ...``).
+    ``field`` (``queue``), else by the flags a builder message starts with (``-D/--chdir: ...``), else
+    by the first flag a directive set among those its first clause names (``--mem and --mem-per-gpu
+    exclude each other``).
     A refusal of ``workers`` over the job's GPUs (``message`` names gpu) where an ``#SBATCH --gres``
     line gave the GPUs per rank names that line: it set the GPUs of each node.
     ``origins`` is :func:`field_origins`' answer, ``table`` the flag table it was made with."""
@@ -384,6 +386,11 @@ def origin_of(
     for flag in message.split(": ", 1)[0].split("/"):
         entry = table.get(flag)
         if entry is not None and entry[0] in origins:
+            return origins[entry[0]]
+    # a pair refused together ("--mem and --mem-per-gpu exclude each other"): the first one a directive set
+    for word in message.split(";", 1)[0].split():
+        entry = table.get(word.strip(",.()'"))
+        if word.startswith("-") and entry is not None and entry[0] in origins:
             return origins[entry[0]]
     return None
 

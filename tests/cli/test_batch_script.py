@@ -428,3 +428,18 @@ def test_sbatch_gres_gpu_and_a_gpus_total_that_agree_are_one_request(tmp_path, l
     body = fast_body([path])
     assert body == click_body([path])
     assert (body["workers"], body["gpus_per_worker"]) == (workers, per_rank)
+
+
+def test_a_pair_of_directives_refused_together_names_the_first_line(tmp_path, fake):
+    """``--mem`` and ``--mem-per-gpu`` exclude each other; from two ``#SBATCH`` lines the refusal had
+    no ``file:line`` (its message starts with the pair, not with one flag)."""
+    path = _write(tmp_path, "#!/bin/bash\n#SBATCH --mem=1G\n#SBATCH --mem-per-gpu=1G\necho\n")
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), path])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"labgang submit: {path}:2: #SBATCH --mem=1G: --mem and --mem-per-gpu exclude each other: "
+        "give memory per node or per GPU"
+    )
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), "--mem", "2G", path])  # one typed
+    assert result.output.strip().startswith(f"labgang submit: {path}:3: #SBATCH --mem-per-gpu=1G: --mem and ")
+    assert not [r for r in fake.received if r[0] == "POST"]
