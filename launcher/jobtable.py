@@ -19,12 +19,15 @@ from labgang.launcher.text import align, clip, printable
 # ``typing`` is for the type checker only (a shell command would pay ~2 ms to import it).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Hashable, Iterable, Mapping, Sequence
     from typing import Any
 
     # (cells: JOBID NAME USER QUEUE STATE GANG PRIO NODES(REASON), submit time or None,
     #  array id or None, array index or None, the array's %N cap or None, pending?)
     RowFacts = tuple[tuple[str, ...], float | None, str | None, int | None, int | None, bool]
+    # a pending array task's (its row's position, fold key, array id, index, the array's %N cap or
+    # None): fold_pending_tasks
+    PendingTask = tuple[int, Hashable, str, int, int | None]
 
 HEADERS = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GANG", "PRIO", "AGE", "NODES(REASON)")
 """The table's columns, squeue's with a GANG (ranks x devices per rank) column."""
@@ -79,21 +82,54 @@ def render(rows: Sequence[RowFacts], now: float) -> str:
     """
     # tasks fold while their rows say the same but the id: one task updated alone (its queue, name,
     # priority) or held alone keeps its own row, as squeue splits such a task off its array's record
-    pending: dict[tuple[str, tuple[str, ...]], list[int]] = {}
-    for cells, _, array_id, index, _, waiting in rows:
-        if array_id is not None and waiting and index is not None:
-            pending.setdefault((array_id, cells[1:]), []).append(index)
+    folded = fold_pending_tasks(
+        [  # by index, not unpacking all six facts of every row: most rows are no pending array task
+            (i, (row[2], row[0][1:]), row[2], row[3], row[4])  # (position, key, array id, index, cap)
+            for i, row in enumerate(rows)
+            if row[5] and row[2] is not None and row[3] is not None  # pending, of an array, with an index
+        ]
+    )
     lines = []
-    for cells, submitted, array_id, _, cap, waiting in rows:
-        if array_id is not None and waiting:
-            indices = pending.pop((array_id, cells[1:]), None)
-            if indices is None:
+    for i, (cells, submitted, _, _, _, _) in enumerate(rows):
+        if folded and i in folded:
+            shown_id = folded[i]
+            if shown_id is None:
                 continue  # folded into the array's first pending task
-            if len(indices) > 1:
-                cells = (folded_id(array_id, indices, cap), *cells[1:])
+            cells = (shown_id, *cells[1:])
         age = "-" if submitted is None else format_duration(now - submitted)
         lines.append((*cells[:_AGE], age, *cells[_AGE:]))
     return align(HEADERS, lines)
+
+
+def fold_pending_tasks(tasks: Iterable[PendingTask]) -> dict[int, str | None]:
+    """squeue's folding of a job array's pending tasks into one row, the one rule of every table that
+    shows jobs (``labgang queue``'s :func:`render`, ``labgang top``'s jobs view, ``tui/rows.py``).
+
+    Args:
+        tasks: each pending task of a job array among the rows, in the order the rows are shown, as
+            :data:`PendingTask`: ``(its row's position, fold key, array id, index, the array's %N cap
+            or None)``; the key holds the array and all the row shows but its id, so that tasks fold
+            only while their rows say the same.
+
+    Returns:
+        Row position -> the JOBID that row shows in place of its own (``12_[5-99%8]``,
+        :func:`folded_id`, with that row's cap): the first row of each key with several tasks; or
+        None for the key's later rows, which are left out (folded into the first). Rows not in the
+        answer (other jobs, and a key of one task) keep their rows and ids.
+    """
+    first: dict[Hashable, tuple[int, str, list[int], int | None]] = {}
+    folded: dict[int, str | None] = {}
+    for position, key, array_id, index, cap in tasks:
+        found = first.get(key)
+        if found is None:
+            first[key] = (position, array_id, [index], cap)
+        else:
+            found[2].append(index)
+            folded[position] = None
+    for position, array_id, indices, cap in first.values():
+        if len(indices) > 1:
+            folded[position] = folded_id(array_id, indices, cap)
+    return folded
 
 
 def job_table(jobs: Iterable[Mapping[str, Any]], now: float) -> str:

@@ -116,6 +116,25 @@ def test_queue_shows_pending_stepped_tasks_as_slurm_does() -> None:
     assert row.split()[0] == "18_[0-20:4]"
 
 
+def test_one_fold_rule_keeps_the_first_row_of_each_key_for_all_its_pending_tasks() -> None:
+    """``fold_pending_tasks`` is the one rule ``labgang queue`` (jobtable.render) and ``labgang top``
+    (tui/rows.job_rows) fold an array's pending tasks by: the first row of a key stands for its tasks,
+    with the cap of that row; a key of one task keeps its own id; other rows stay as they are."""
+    from labgang.launcher.jobtable import fold_pending_tasks
+
+    # rows: 0 7_2, 1 another job, 2 7_0, 3 9_1, 4 7_1 moved to another queue, 5 7_3
+    tasks = [
+        (0, ("7", "q"), "7", 2, 4),
+        (2, ("7", "q"), "7", 0, None),  # its cap is not the first row's: the first row's counts
+        (3, ("9", "q"), "9", 1, None),
+        (4, ("7", "moved"), "7", 1, 4),  # another queue: its own key, its own row
+        (5, ("7", "q"), "7", 3, 4),
+    ]
+    assert fold_pending_tasks(tasks) == {0: "7_[0,2-3%4]", 2: None, 5: None}
+    assert fold_pending_tasks(iter(tasks[2:4])) == {}
+    assert fold_pending_tasks([]) == {}
+
+
 def test_the_client_refuses_an_array_over_any_clusters_ceiling_before_building_it() -> None:
     """A typo such as ``0-99999999`` is refused by the CLI at once (the ceiling of ``max_array_size``),
     not after building a hundred million indices in memory."""

@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from labgang.launcher.arrays import fold
 from labgang.launcher.cli.format import format_resources
 from labgang.launcher.durations import format_duration
+from labgang.launcher.jobtable import fold_pending_tasks
 from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
 from labgang.launcher.text import printable
 from labgang.tui.sharers import budgeted_jobs, sharers_text
@@ -172,17 +172,8 @@ class JobRow:
 def _fold_key(j: JobView) -> tuple[Any, ...]:
     """What pending tasks of one array share to fold into one row: the array and all the row shows
     but the id (a task moved, renamed, reprioritised or waiting for another reason keeps its own
-    row, as ``labgang queue``'s :func:`labgang.launcher.jobtable.render`)."""
+    row, by the rule of ``labgang queue``: :func:`labgang.launcher.jobtable.fold_pending_tasks`)."""
     return (j.array_id, j.name, j.user, j.queue, j.priority, j.shape_with_resource, j.reason_code, j.reason_message)
-
-
-def _pending_tasks(jobs: list[JobView]) -> dict[tuple[Any, ...], list[int]]:
-    """The pending tasks' indices of each job array among ``jobs``, by :func:`_fold_key`."""
-    out: dict[tuple[Any, ...], list[int]] = {}
-    for j in jobs:
-        if j.state == "pending" and j.array_id is not None and j.array_index is not None:
-            out.setdefault(_fold_key(j), []).append(j.array_index)
-    return out
 
 
 def job_rows(
@@ -195,19 +186,20 @@ def job_rows(
     now = state.snapshot.now
     jobs = [j for j in state.snapshot.jobs if (show_finished or not j.finished) and filters.match_job(j)]
     out = []
-    folded = _pending_tasks(jobs)
     budgets = budgeted_jobs(state.snapshot)  # a running share's memory against its --gpu-mem (tui/sharers.py)
-    for j in sort_jobs(jobs, sort, now):
+    shown = sort_jobs(jobs, sort, now)
+    folded = fold_pending_tasks(
+        (i, _fold_key(j), j.array_id, j.array_index, j.array_limit)
+        for i, j in enumerate(shown)
+        if j.state == "pending" and j.array_id is not None and j.array_index is not None
+    )
+    for i, j in enumerate(shown):
         job_id = j.id
-        key = _fold_key(j) if j.state == "pending" and j.array_id is not None else None
-        if key is not None and key in folded:
-            indices = folded[key]
-            if not indices:
+        if i in folded:
+            shown_id = folded[i]
+            if shown_id is None:
                 continue  # folded into the row of its array's first pending task
-            if len(indices) > 1:
-                cap = "" if j.array_limit is None else f"%{j.array_limit}"
-                job_id = f"{j.array_id}_[{fold(indices)}{cap}]"
-            folded[key] = []
+            job_id = shown_id
         age = now - j.submit_time if j.submit_time is not None else None
         reason = ""
         if j.state == "pending" and j.reason_code:

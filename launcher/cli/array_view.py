@@ -41,6 +41,13 @@ def array_summary_json(reply: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def submitted_json(job: Mapping[str, Any], reply: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What ``submit --json`` prints: ``{"job": JobView}``; for a job array (``job`` is its first task,
+    ``reply`` the array's ``GET /v1/arrays/{id}`` answer) also the array as ``show --json ARRAY`` gives it:
+    ``{"job": ..., "array": ID, "tasks": N, "states": {state: count}, "jobs": [JobView of each task]}``."""
+    return {"job": job} if reply is None else {"job": job, **array_summary_json(reply)}
+
+
 def _queues(array_id: str, jobs: list[Mapping[str, Any]]) -> str:
     """The first task's queue, then each other queue a task was moved to with its tasks
     (``vision (12_2 in scratch)``, after ``update 12_2 Partition=scratch``)."""

@@ -1,7 +1,8 @@
 """``labgang submit SCRIPT``: a batch script's ``#LABGANG`` and ``#SBATCH`` lines as submit flags
 (docs/slurm.md).
 
-``labgang submit train.sbatch`` (a file as the only positional argument, no ``--``) runs the
+``labgang submit train.sbatch [ARGS...]`` (a file as the first positional argument, no ``--`` before
+it; the words after it are the script's arguments, as ``sbatch script [args...]``) runs the
 script with ``bash``, or with the interpreter its ``#!`` line names, and reads the directives at
 its top, as ``sbatch`` does: the lines from the first up to the first line that is neither blank
 nor a comment. ``#LABGANG`` lines hold labgang's own submit flags (``#LABGANG -n 4 -g 2``);
@@ -183,6 +184,7 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
     flags: list[str] = []
     warnings: list[str] = []
     per_node: str | None = None
+    per_node_at = path  # the line of --ntasks-per-node, for its refusal
     nodes: str | None = None
     tasks_given = False
     tasks: str | None = None
@@ -200,7 +202,7 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                     "allowed: one component (give a job of groups as CMD : OPTIONS -- CMD or -f job.toml)"
                 )
             if name == "--ntasks-per-node" and value is not None:
-                per_node = value
+                per_node, per_node_at = value, where
             elif name == "--gpus" and value is not None:
                 gpus = (where, value)
             elif name in SBATCH_OPTIONS and (value is not None or name in _FLAG_ONLY):
@@ -230,7 +232,9 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
         model, _, count = value.rpartition(":")
         if not count.isdigit() or int(count) < 1:
             raise BadScript(f"{at}: #SBATCH --gpus {value}: allowed: N or TYPE:N, N a whole number >= 1")
-        if tasks in (None, "1") and per_node in (None, "1") and nodes in (None, "1"):
+        if gres is not None:
+            _gpus_agree_with_gres(at, value, gres, flags[gres[2]], nodes)  # then --gres says it all
+        elif tasks in (None, "1") and per_node in (None, "1") and nodes in (None, "1"):
             flags += ["-g", count] + (["--gpu-model", model] if model else [])
         else:
             warnings.append(
@@ -238,16 +242,48 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                 "for one task; use --gpus-per-task"
             )
     if per_node is not None and not tasks_given:
-        if not per_node.isdigit() or (nodes is not None and not nodes.isdigit()):
+        if not per_node.isdigit():
             raise BadScript(
-                f"{path}: #SBATCH --ntasks-per-node {per_node}: allowed: a whole number of tasks per node, with -N N"
+                f"{per_node_at}: #SBATCH --ntasks-per-node {per_node}: allowed: a whole number of tasks per node, "
+                "with -N N"
             )
-        flags += ["--workers", str(int(per_node) * int(nodes or 1))]
+        if nodes is None or nodes.isdigit():  # else -N's own refusal names its line (ScriptCommand)
+            flags += ["--workers", str(int(per_node) * int(nodes or 1))]
     elif nodes is not None and nodes.isdigit() and not tasks_given:
         flags += ["--workers", nodes]  # Slurm: -N N without -n or --ntasks-per-node is one task per node
     if gres is not None:
         flags[gres[2]] = _gres_per_rank(gres, flags[gres[2]], None if tasks_given else per_node, tasks, nodes)
     return flags, warnings
+
+
+def _gpus_agree_with_gres(at: str, value: str, gres: tuple[str, str, int], per_node: str, nodes: str | None) -> None:
+    """``#SBATCH --gpus`` (the job's total) beside ``--gres=gpu:N`` (per node): as Slurm, which refuses a
+    total that is not N times the node count ("--gpus is not multiple of --gres=gpu"), labgang takes both
+    only when they say the same, and refuses them otherwise, in one line naming both lines: neither
+    silently wins. Without ``-N`` the node count is 1 (Slurm would infer total/N nodes; the line says
+    to write ``-N`` instead).
+
+    Args:
+        at, value: the ``--gpus`` line (``train.sh:4``) and its value (``3`` or ``a100:3``).
+        gres: the ``--gres`` line, its option as written and the index of its count in the flags.
+        per_node: N, the GPUs per node the ``--gres`` line asks for. nodes: ``-N``'s value, if any.
+
+    Raises:
+        BadScript: the total differs from N x nodes (or ``-N`` is no whole number).
+    """
+    on_nodes = int(nodes) if nodes is not None and nodes.isdigit() else 1
+    total, each = int(value.rpartition(":")[2]), int(per_node)
+    if total == each * on_nodes:
+        return
+    hint = "Slurm refuses this too"
+    if nodes is None and each > 0 and total % each == 0:  # Slurm would infer -N total/N; labgang asks for it
+        count = total // each
+        hint = f"for {count} nodes of {each} GPUs write -N {count}, which Slurm infers and labgang does not"
+    raise BadScript(
+        f"{at}: #SBATCH --gpus {value}: conflicts with {gres[0]}: #SBATCH {gres[1]} ({each} GPUs per node "
+        f"on {on_nodes} node{'s' if on_nodes != 1 else ''} is {each * on_nodes} GPUs, not {total}); "
+        f"allowed: one of the two, or a --gpus total equal to --gres's count times -N ({hint})"
+    )
 
 
 def _gres_per_rank(
@@ -334,7 +370,9 @@ def origin_of(
     origins: Mapping[str, str], table: Mapping[str, tuple[str, object]], *, field: str | None = None, message: str = ""
 ) -> str | None:
     """The directive line behind a refusal, or None when it was no directive's: by the coordinator's
-    ``field`` (``queue``), else by the flags a builder message starts with (``-D/--chdir: ...``).
+    ``field`` (``queue``), else by the flags a builder message starts with (``-D/--chdir: ...``), else
+    by the first flag a directive set among those its first clause names (``--mem and --mem-per-gpu
+    exclude each other``).
     A refusal of ``workers`` over the job's GPUs (``message`` names gpu) where an ``#SBATCH --gres``
     line gave the GPUs per rank names that line: it set the GPUs of each node.
     ``origins`` is :func:`field_origins`' answer, ``table`` the flag table it was made with."""
@@ -348,6 +386,11 @@ def origin_of(
     for flag in message.split(": ", 1)[0].split("/"):
         entry = table.get(flag)
         if entry is not None and entry[0] in origins:
+            return origins[entry[0]]
+    # a pair refused together ("--mem and --mem-per-gpu exclude each other"): the first one a directive set
+    for word in message.split(";", 1)[0].split():
+        entry = table.get(word.strip(",.()'"))
+        if word.startswith("-") and entry is not None and entry[0] in origins:
             return origins[entry[0]]
     return None
 
@@ -401,17 +444,17 @@ def with_srun_shim(env: dict[str, str]) -> dict[str, str]:
 
 
 SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash")
-"""File name endings that make a lone argument a batch script's path rather than a command's name."""
+"""File name endings that make the first argument a batch script's path rather than a command's name."""
 
 
 def looks_like_script(path: str) -> bool:
-    """True when ``path``, the only argument of ``submit``/``run`` (no ``--``), reads as a batch
+    """True when ``path``, the first argument of ``submit``/``run`` (no ``--`` before it), reads as a batch
     script's path: it ends in one of :data:`SCRIPT_SUFFIXES` or names a folder (holds a ``/``)."""
     return "/" in path or path.endswith(SCRIPT_SUFFIXES)
 
 
 def missing_script(path: str) -> str | None:
-    """The one-line refusal of a lone argument that looks like a batch script (:func:`looks_like_script`)
+    """The one-line refusal of a first argument that looks like a batch script (:func:`looks_like_script`)
     but is no file: ``labgang submit trian.sbatch`` must not submit ``trian.sbatch`` as a command that
     then fails to start. None when it is not such a path, or is a command on ``PATH`` (``run.sh`` there)."""
     if not looks_like_script(path) or os.path.isfile(path):
@@ -423,34 +466,43 @@ def missing_script(path: str) -> str | None:
             return None
     what = "a folder, not a file" if os.path.isdir(path) else "no such file"
     return (
-        f"SCRIPT: {path!r} is {what}; a lone argument ending .sh/.sbatch or holding a '/' is read as a batch "
+        f"SCRIPT: {path!r} is {what}; a first argument ending .sh/.sbatch or holding a '/' is read as a batch "
         f"script (to run a command of that name, put it after --: labgang submit -- {path})"
     )
 
 
 def script_form(args: list[str], positional: list[str], *, strict: bool) -> tuple[list[str], list[str]] | None:
     """The submit arguments with a batch script's directives in front, or None when ``args`` is
-    not the script form: a text file's path as the only positional argument, no ``--``. A program
-    (``submit /bin/true``: a file with NUL bytes, or not UTF-8) is run as before, as the command.
+    not the script form: a text file's path as the first positional argument, no ``--`` before it,
+    the words after it the script's own arguments (``sbatch script [args...]``). A program
+    (``submit /bin/true``: a file with NUL bytes, or not UTF-8) is run as before, as the command,
+    and so is the first command of a job of groups (``CMD : OPTIONS -- CMD``).
 
     Args:
         args: the arguments after ``submit``/``run``, as typed.
-        positional: what the parser found after the options (the script path, for the script form).
+        positional: what the parser found after the options (the script path, then its arguments,
+            for the script form).
         strict: ``--error-on-unknown-sbatch``.
 
     Returns:
         ``(new args, warnings)``: the new args are ``--name SCRIPT_NAME --batch-srun`` (labgang's
         ``srun`` first on the script's ``PATH``: :func:`with_srun_shim`), the ``#SBATCH`` flags,
-        the ``#LABGANG`` flags, the command line's options, then ``-- INTERPRETER SCRIPT``; each
-        warning is one line without the command's prefix.
+        the ``#LABGANG`` flags, the command line's options, then ``-- INTERPRETER SCRIPT ARGS...``;
+        each warning is one line without the command's prefix.
 
     Raises:
         BadScript: the file cannot be read, is ``-`` (standard input), is empty or has DOS line
             breaks (as sbatch refuses them), or a directive cannot be used.
     """
-    if "--" in args or len(positional) != 1 or not args or args[-1] != positional[0]:
+    options = len(args) - len(positional)  # the command line's own options come before the script
+    if not positional or options < 0 or args[options:] != positional or "--" in args[:options]:
         return None
-    path = positional[0]
+    if ":" in positional:
+        from labgang.launcher.cli.job_groups import split_components
+
+        if len(split_components(positional)) > 1:
+            return None  # a job of groups: its first group's command, as typed
+    path, script_args = positional[0], positional[1:]
     if path == "-":  # sbatch's script on standard input: the job runs its script from a file here
         raise BadScript(
             "-: labgang reads a batch script from a file, not from standard input (its ranks run the file "
@@ -483,4 +535,4 @@ def script_form(args: list[str], positional: list[str], *, strict: bool) -> tupl
     sbatch, warnings = sbatch_flags(lines, path, strict=strict)
     own = labgang_flags(lines, path)
     name = ["--name", os.path.basename(path), "--batch-srun"]  # labgang's srun first on its PATH
-    return [*name, *sbatch, *own, *args[:-1], "--", *script_command(path, text)], warnings
+    return [*name, *sbatch, *own, *args[:options], "--", *script_command(path, text), *script_args], warnings

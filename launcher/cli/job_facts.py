@@ -161,6 +161,39 @@ def queue_jobs(
     return _listed(client.jobs(all_users=all_users, user=user, queue=queue, states=states, view="full"), queues, states)
 
 
+def unlisted_ids(
+    client: "Client", wanted: "tuple[str, ...]", listed: "list[dict[str, Any]]"
+) -> "tuple[list[str], list[str]]":
+    """The ids ``queue -j LIST`` names that ``listed`` (its rows) does not show, asked of the coordinator
+    one by one: ``(unknown, notes)``. ``unknown`` are the ids labgang has no job or array of (squeue's
+    "Invalid job id specified"); ``notes`` one line each for a job that has finished
+    (``job 5 has finished (succeeded); see `labgang show 5` or `labgang history` ``). A job that is
+    active but filtered out (``-u``, ``-q``, ``-t``) gets neither.
+
+    Raises:
+        ApiError: a refusal other than 404. CoordinatorUnavailable: no coordinator answers.
+    """
+    shown = {str(j.get(key)) for j in listed for key in ("id", "array_id", "numeric_id") if j.get(key) is not None}
+    unknown: list[str] = []
+    notes: list[str] = []
+    for job_id in dict.fromkeys(wanted):
+        if job_id in shown:
+            continue
+        try:
+            job, array = job_or_array(client, job_id)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+            unknown.append(job_id)
+            continue
+        states = [str(j.get("state")) for j in ([job] if job is not None else (array or {}).get("jobs") or [])]
+        if states and all(state in FINISHED_STATES for state in states):
+            what = "has" if job is not None else f"is a job array whose {len(states)} tasks have all"
+            ended = ", ".join(dict.fromkeys(states))
+            notes.append(f"job {job_id} {what} finished ({ended}); see `labgang show {job_id}` or `labgang history`")
+    return unknown, notes
+
+
 def _listed(
     jobs: "list[dict[str, Any]]", queues: "tuple[str, ...]", states: "tuple[str, ...]"
 ) -> "list[dict[str, Any]]":

@@ -29,6 +29,7 @@ from labgang.launcher.cli.job_facts import (
     job_or_array,
     queue_jobs,
     queue_listing,
+    unlisted_ids,
 )
 from labgang.launcher.cli.plumbing import (
     EXIT_INTERRUPTED,
@@ -140,12 +141,20 @@ def _squeue_view(
 
     if fmt is not None and long_form:
         raise click.UsageError("-o/--format and -l/--long are two formats; give one")
+    if as_json and (fmt is not None or long_form):
+        # squeue --json ignores -o without a word; refused here, so that a script reading -o's fields learns it
+        flag = "-o/--format" if fmt is not None else "-l/--long"
+        raise click.UsageError(
+            f"--json and {flag} exclude each other: --json prints whole JobViews, {flag} a table; give one "
+            "(pick fields from the JSON with jq)"
+        )
     text = LONG_FORMAT if long_form else fmt
     if text is not None:
         try:
             parse_format(text)
         except BadFormat as exc:
             raise click.UsageError(f"-o/--format: {exc}") from None
+    notes: list[str] = []
     with Client.for_state_dir(state_dir) as client:
         jobs = queue_jobs(
             client,
@@ -154,8 +163,19 @@ def _squeue_view(
             queues=flatten(queue),
             states=flatten(states),
         )
-    if job_list:
-        jobs = select_ids(jobs, job_list)
+        if job_list:
+            jobs = select_ids(jobs, job_list)
+            unknown, notes = unlisted_ids(client, job_list, jobs)
+            if unknown and len(unknown) == len(set(job_list)):  # as squeue: "Invalid job id specified", exit 1
+                raise CommandFailed(
+                    f"-j/--jobs: invalid job id specified: labgang has no job {', '.join(unknown)}",
+                    1,
+                    field="job_list",
+                    allowed="ids of jobs labgang has (`labgang history` lists finished ones)",
+                )
+            notes += [f"no job {job_id}: invalid job id" for job_id in unknown]
+    for note in notes:
+        click.echo(f"labgang queue: note: {note}", err=True)
     if as_json:
         click.echo(to_json({"jobs": jobs}))
         return

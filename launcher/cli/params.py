@@ -1,4 +1,5 @@
-"""click parameter types for the duration and signal flags (``--time 2h``, ``--signal USR1@60``).
+"""click parameter types for the duration, signal and node-count flags (``--time 2h``,
+``--signal USR1@60``, ``-N 2``).
 
 Apart from :mod:`labgang.launcher.cli.format` (which parses the text and stays free of click)
 so that the fast command paths do not import click; ``format.DURATION`` still names these.
@@ -88,8 +89,30 @@ class SignalSpecType(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class NodeCountType(click.IntRange):
+    """``-N/--nodes``: a whole number of nodes >= 1. Slurm's ``--nodes=MIN-MAX`` range is refused
+    in words that say labgang takes one count (click's own line, ``'1-2' is not a valid integer
+    range``, read as if a range were allowed); :func:`labgang.launcher.cli.errors.usage_line`
+    adds ``allowed: an integer >= 1``."""
+
+    def __init__(self) -> None:
+        super().__init__(min=1)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        low, dash, high = str(value).partition("-")
+        if dash and low.strip().isdigit() and high.strip().isdigit():
+            self.fail(
+                f"{value!r} is a range of node counts (Slurm's --nodes=MIN-MAX); labgang places a gang on "
+                "exactly one number of nodes",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
 DURATION = DurationType()
 TIME_LIMIT = TimeLimitType()
 JOB_TIME_LIMIT = JobTimeLimitType()
 BEGIN = BeginType()
 SIGNAL_SPEC = SignalSpecType()
+NODE_COUNT = NodeCountType()

@@ -329,8 +329,8 @@ def _parse_submission(
     """
     options, argv = parse(args, flags, interspersed=False)
     if (
-        len(argv) == 1
-        and "--" not in args
+        argv
+        and "--" not in args[: len(args) - len(argv)]
         and (os.path.isfile(argv[0]) or argv[0] == "-" or "/" in argv[0] or "." in argv[0])
     ):
         from labgang.launcher.cli.batch_script import BadScript, script_form
@@ -421,11 +421,14 @@ def submit(args: "list[str]") -> int:
                 print(client.submit_id(body))  # an array: its id (the JobView is its first task's)
                 return 0
             job = client.submit(body)
+            array_id = job.get("array_id")  # an array: its id and every task, not its first task alone
+            reply = None if array_id is None else client.array(str(array_id))
     except ClientError as err:
         return _submit_refused("submit", err, options, args, as_json=as_json)
+    from labgang.launcher.cli.array_view import submitted_json
     from labgang.launcher.cli.format import to_json
 
-    print(to_json({"job": job}))
+    print(to_json(submitted_json(job, reply)))
     return 0
 
 

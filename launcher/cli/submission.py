@@ -35,7 +35,7 @@ from labgang.launcher.cli.format import (
     SIGNAL_SPEC,
     to_json,
 )
-from labgang.launcher.cli.params import JOB_TIME_LIMIT
+from labgang.launcher.cli.params import JOB_TIME_LIMIT, NODE_COUNT
 from labgang.launcher.cli.plumbing import (
     fail,
     json_option,
@@ -76,9 +76,10 @@ def _origin(field: str | None = None, message: str = "") -> str | None:
 
 
 class ScriptCommand(click.Command):
-    """``submit``/``run``: a batch script as the only argument (``labgang submit train.sbatch``) is
-    read for its ``#LABGANG``/``#SBATCH`` lines before the flags are parsed (:mod:`.batch_script`);
-    each ignored ``#SBATCH`` option gets one warning line on stderr."""
+    """``submit``/``run``: a batch script as the first argument (``labgang submit train.sbatch [ARGS]``)
+    is read for its ``#LABGANG``/``#SBATCH`` lines before the flags are parsed (:mod:`.batch_script`);
+    each ignored ``#SBATCH`` option gets one warning line on stderr, and a value of a directive that
+    a flag's type refuses (``#SBATCH -N x``) names the directive's line before the flag's own error."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         from labgang.launcher.cli import batch_script, quick
@@ -92,12 +93,22 @@ class ScriptCommand(click.Command):
             found = batch_script.script_form(args, positional, strict=bool(options.get("error_on_unknown_sbatch")))
         except batch_script.BadScript as exc:
             raise click.UsageError(str(exc), ctx) from None
-        if found is not None:
-            args, warnings = found
-            for line in warnings:
-                click.echo(f"labgang {self.name}: warning: {line}", err=True)
-            ctx.meta[SCRIPT_ORIGINS] = batch_script.field_origins(positional[0], table, options)
-        return self._parse_naming_the_group(ctx, args)
+        if found is None:
+            return self._parse_naming_the_group(ctx, args)
+        args, warnings = found
+        for line in warnings:
+            click.echo(f"labgang {self.name}: warning: {line}", err=True)
+        origins = ctx.meta[SCRIPT_ORIGINS] = batch_script.field_origins(positional[0], table, options)
+        try:
+            return self._parse_naming_the_group(ctx, args)
+        except click.BadParameter as exc:  # a directive's value click refuses (-N x): name its line first
+            where = None if exc.param is None or exc.param.name is None else origins.get(exc.param.name)
+            if where is None:
+                raise
+            from labgang.launcher.cli.errors import command_path, usage_line
+
+            line = usage_line(exc).removeprefix(command_path(ctx) + ": ")
+            raise click.UsageError(f"{where}: {line}", ctx) from None
 
     def _parse_naming_the_group(self, ctx: click.Context, args: list[str]) -> list[str]:
         """click's parse; in a job of groups (``CMD : OPTIONS -- CMD``) a bad value of a shape option
@@ -169,7 +180,7 @@ def _submit_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "-N",
             "--nodes",
-            type=click.IntRange(min=1),
+            type=NODE_COUNT,
             default=None,
             help="Spread the ranks over exactly this many nodes (default: as few as fit).",
         ),
@@ -526,11 +537,12 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     directory, with your environment plus RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
     LOCAL_RANK, NODE_RANK and CUDA_VISIBLE_DEVICES (device UUIDs) set per rank.
 
-    With --array, submits a job array (one job per index, ID_INDEX) and prints its id.
+    With --array, submits a job array (one job per index, ID_INDEX) and prints its id (--json: the
+    first task as "job", and the array's id and tasks as `show --json ARRAY` gives them).
 
-    A batch script as the only argument (no --) runs with bash, or its #! interpreter, and its
-    #LABGANG lines (labgang's flags) and #SBATCH lines (Slurm's) at the top are read as flags;
-    the command line wins (docs/slurm.md).
+    A batch script as the first argument (no -- before it; the words after it are its arguments,
+    as sbatch's) runs with bash, or its #! interpreter, and its #LABGANG lines (labgang's flags)
+    and #SBATCH lines (Slurm's) at the top are read as flags; the command line wins (docs/slurm.md).
 
     A job of groups (docs/job-groups.md): ':' between groups, each with its own -n/-g/... and
     command, all admitted together (labgang submit -n 1 -g 0 -- mpirun.sh : -n 4 -g 2 -- python
@@ -540,7 +552,14 @@ def submit(state_dir: Path | None, as_json: bool, **flags: Any) -> None:
     """
     with Client.for_state_dir(state_dir) as client:
         job = _submit(client, **flags)
-    click.echo(to_json({"job": job}) if as_json else submitted_id(job))
+        if not as_json:
+            click.echo(submitted_id(job))
+            return
+        from labgang.launcher.cli.array_view import submitted_json
+
+        array_id = job.get("array_id")  # an array: its id and every task, not its first task alone
+        reply = None if array_id is None else client.array(str(array_id))
+    click.echo(to_json(submitted_json(job, reply)))
 
 
 @click.command(cls=ScriptCommand, context_settings={"allow_interspersed_args": False})

@@ -101,11 +101,26 @@ def test_a_relative_script_runs_by_its_absolute_path(tmp_path, monkeypatch):
     assert body["argv"] == ["bash", os.path.join(str(tmp_path), "rel.sbatch")] and body["workers"] == 2
 
 
-def test_with_dashdash_or_arguments_the_file_is_a_plain_command(tmp_path):
+def test_after_dashdash_the_file_is_a_plain_command(tmp_path):
     path = _write(tmp_path, "#SBATCH -n 2\necho\n")
     assert fast_body(["--", path])["argv"] == [path]
-    assert fast_body([path, "x"])["argv"] == [path, "x"]
+    assert fast_body(["--", path, "x"])["argv"] == [path, "x"]
     assert fast_body(["/bin/true"])["argv"] == ["/bin/true"]  # a program: not read for directives
+    assert fast_body(["/bin/echo", "x"])["argv"] == ["/bin/echo", "x"]
+
+
+def test_a_script_with_arguments_is_read_for_its_directives_and_gets_them(tmp_path):
+    """As ``sbatch script.sh a b``: the words after the script are its arguments, and its ``#SBATCH``
+    lines are read as without them (they were ignored: the file ran as a plain command)."""
+    path = _write(tmp_path, "#SBATCH -n 2\n#SBATCH -J sweep\necho\n")
+    body = fast_body([path, "x", "--lr", "3", "--", "y"])
+    assert body == click_body([path, "x", "--lr", "3", "--", "y"])
+    assert body["argv"] == ["bash", path, "x", "--lr", "3", "--", "y"]
+    assert (body["workers"], body["name"]) == (2, "sweep")
+    body = fast_body(["-n", "3", path, "x"])  # the command line's options still win
+    assert (body["workers"], body["argv"]) == (3, ["bash", path, "x"])
+    groups = fast_body(["-n", "1", path, ":", "-n", "2", "--", "true"])  # a job of groups: its command as typed
+    assert groups["groups"][0]["argv"] == [path] and groups["groups"][1]["argv"] == ["true"]
 
 
 def test_directives_stop_at_the_first_command_line():
@@ -347,3 +362,84 @@ def test_labgangs_srun_refuses_in_one_line(args, line):
         [os.path.join(SRUN_SHIM_DIR, "srun"), *args], env={"PATH": os.defpath}, capture_output=True, text=True
     )
     assert done.returncode == 1 and len(done.stderr.splitlines()) == 1 and line in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ("-N x", "-N/--nodes: 'x'"),
+        ("--nodes=1-2", "-N/--nodes: '1-2' is a range of node counts (Slurm's --nodes=MIN-MAX)"),
+        ("-n x", "-n/--workers: 'x'"),
+        ("--gpus-per-task=x", "-g/--gpus-per-worker: 'x'"),
+        ("-t xx", "-t/--time: 'xx' is not a time limit"),
+        ("-b never", "-b/--begin: 'never' is not a begin time"),
+        ("--signal=NOPE", "--signal: unknown signal 'NOPE'"),
+        ("-c 0", "-c/--cpus-per-task: 0"),
+        ("--ntasks-per-node=x", "allowed: a whole number of tasks per node"),
+    ],
+)
+def test_every_bad_directive_value_names_its_file_and_line(tmp_path, fake, line, fragment):
+    """The values click's flag types refuse (``-N x``) and ``--ntasks-per-node`` lacked the ``file:line``
+    that the others (``-p``, ``--mem``...) have."""
+    path = _write(tmp_path, f"#!/bin/bash\n# setup\n#SBATCH {line}\necho\n")
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), path])
+    assert result.exit_code == 2
+    [shown] = result.output.strip().splitlines()
+    assert shown.startswith(f"labgang submit: {path}:3: #SBATCH ") and fragment in shown and "allowed:" in shown
+    assert not [r for r in fake.received if r[0] == "POST"]
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), "-N", "2", "-n", "2", "-c", "1", path])
+    if line.split()[0].split("=")[0] in ("-N", "--nodes", "-n", "-c"):  # the command line's value wins: no refusal
+        assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("lines", "fragment"),
+    [
+        (["--gres=gpu:2", "--gpus=3"], ":1: #SBATCH --gres gpu:2 (2 GPUs per node on 1 node is 2 GPUs, not 3)"),
+        (["--gpus=3", "-N 2", "--gres=gpu:a100:2"], "(2 GPUs per node on 2 nodes is 4 GPUs, not 3)"),
+        (
+            ["-n 4", "--gres=gpu:4", "--gpus=8"],
+            "not 8); allowed: one of the two, or a --gpus total equal to --gres's "
+            "count times -N (for 2 nodes of 4 GPUs write -N 2, which Slurm infers and labgang does not)",
+        ),
+    ],
+)
+def test_sbatch_gres_gpu_and_a_gpus_total_that_disagree_are_refused_naming_both(tmp_path, lines, fragment):
+    """Slurm refuses a ``--gpus`` total that is not ``--gres=gpu:N`` times the nodes; labgang let the later
+    win without a word (``--gres=gpu:2`` with ``--gpus=3``: 3 GPUs)."""
+    path = _write(tmp_path, "".join(f"#SBATCH {line}\n" for line in lines) + "echo\n")
+    _, positional = quick.parse([path], quick._submit_flags(), interspersed=False)
+    with pytest.raises(BadScript) as caught:
+        script_form([path], positional, strict=False)
+    text = str(caught.value)
+    at = 1 + next(i for i, line in enumerate(lines) if line.startswith("--gpus"))
+    assert text.startswith(f"{path}:{at}: #SBATCH --gpus ") and fragment in text and "\n" not in text
+
+
+@pytest.mark.parametrize(
+    ("lines", "workers", "per_rank"),
+    [
+        (["--gres=gpu:2", "--gpus=2"], 1, 2),
+        (["--gpus=4", "--gres=gpu:4", "--ntasks-per-node=2"], 2, 2),  # the same request, said twice
+    ],
+)
+def test_sbatch_gres_gpu_and_a_gpus_total_that_agree_are_one_request(tmp_path, lines, workers, per_rank):
+    path = _write(tmp_path, "".join(f"#SBATCH {line}\n" for line in lines) + "echo\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert (body["workers"], body["gpus_per_worker"]) == (workers, per_rank)
+
+
+def test_a_pair_of_directives_refused_together_names_the_first_line(tmp_path, fake):
+    """``--mem`` and ``--mem-per-gpu`` exclude each other; from two ``#SBATCH`` lines the refusal had
+    no ``file:line`` (its message starts with the pair, not with one flag)."""
+    path = _write(tmp_path, "#!/bin/bash\n#SBATCH --mem=1G\n#SBATCH --mem-per-gpu=1G\necho\n")
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), path])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"labgang submit: {path}:2: #SBATCH --mem=1G: --mem and --mem-per-gpu exclude each other: "
+        "give memory per node or per GPU"
+    )
+    result = _cli(["submit", "--state-dir", str(fake.socket_path.parent), "--mem", "2G", path])  # one typed
+    assert result.output.strip().startswith(f"labgang submit: {path}:3: #SBATCH --mem-per-gpu=1G: --mem and ")
+    assert not [r for r in fake.received if r[0] == "POST"]

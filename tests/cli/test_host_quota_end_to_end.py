@@ -66,4 +66,4 @@ def test_a_request_over_what_the_queue_could_ever_hold_is_refused_at_submission(
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("labgang submit: --mem: job can never start: "), lines
     assert "job needs 65 GiB but queue a can hold at most 64 GiB (memory quota)" in lines[0]
-    assert up.jobs() == before
+    assert set(up.jobs()) <= set(before)  # nothing submitted (a job the test before cancelled may end meanwhile)
