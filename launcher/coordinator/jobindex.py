@@ -4,6 +4,7 @@ finished ones, as one read-only mapping; older finished jobs are read from the s
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, ValuesView
 from operator import attrgetter
@@ -32,6 +33,11 @@ class JobIndex(Mapping[str, JobRecord]):
 
     def __len__(self) -> int:
         return len(self._active) + len(self._recent)
+
+    def parts(self) -> tuple[Mapping[str, JobRecord], Mapping[str, JobRecord]]:
+        """The two dicts the index reads, by id: the active jobs and the recently finished ones
+        (for a loop over many ids that looks each up in C, :meth:`SubmissionOrder.after`)."""
+        return self._active, self._recent
 
     def values(self) -> ValuesView[JobRecord]:
         """The jobs, active ones first, read from the two dicts themselves (Mapping's own view looks
@@ -110,14 +116,18 @@ class SubmissionOrder:
         """
         if len(self._ids) != len(jobs):
             self.rebuild(jobs)
-        ids, last = self._ids, seq
-        for at in range(bisect.bisect_right(self._seqs, seq), len(ids)):
-            job = jobs.get(ids[at])
-            if job is None:  # a job left memory unannounced: rebuild, resume after the last one given
-                self.rebuild(jobs)
-                yield from self.after(jobs, last)
-                return
-            last = job.seq
+        active, recent = jobs.parts()
+        in_active, in_recent = active.get, recent.get
+        given: JobRecord | None = None  # the last job yielded
+        for job_id in itertools.islice(self._ids, bisect.bisect_right(self._seqs, seq), None):
+            job = in_active(job_id)
+            if job is None:
+                job = in_recent(job_id)
+                if job is None:  # a job left memory unannounced: rebuild, resume after the last one given
+                    self.rebuild(jobs)
+                    yield from self.after(jobs, seq if given is None else given.seq)
+                    return
+            given = job
             yield job
 
 

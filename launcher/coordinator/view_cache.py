@@ -71,16 +71,25 @@ class JobMemo(Generic[T]):
     """
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, Hashable], _Entry[T]] = {}
+        # variant -> job id -> entry: a page's loop looks a job up by its id alone (no key tuple
+        # made, hashed and compared per job)
+        self._entries: dict[Hashable, dict[str, _Entry[T]]] = {}
+
+    def _of(self, variant: Hashable) -> dict[str, _Entry[T]]:
+        """The entries of ``variant`` by job id (made empty on first use)."""
+        entries = self._entries.get(variant)
+        if entries is None:
+            entries = self._entries[variant] = {}
+        return entries
 
     def cached(self, job: JobRecord, variant: Hashable = None) -> T | None:
         """The value kept for ``job`` and ``variant`` when it is still the job's, else None."""
-        entry = self._entries.get((job.id, variant))
+        entry = self._of(variant).get(job.id)
         return entry.value if entry is not None and _unchanged(entry, job) else None
 
     def keep(self, job: JobRecord, value: T, variant: Hashable = None) -> T:
         """Keep ``value`` (made from ``job`` as it is now; not None) for ``job`` and ``variant``; returns it."""
-        self._entries[(job.id, variant)] = _Entry(job, value)
+        self._of(variant)[job.id] = _Entry(job, value)
         return value
 
     def get(self, job: JobRecord, make: Callable[[JobRecord], T], variant: Hashable = None) -> T:
@@ -90,22 +99,23 @@ class JobMemo(Generic[T]):
 
     def all(self, jobs: Iterable[JobRecord], make: Callable[[JobRecord], T], variant: Hashable = None) -> list[T]:
         """:meth:`get` of each of ``jobs``, in their order, in one loop."""
-        entries, out = self._entries, []
+        entries, out = self._of(variant), []
         for job in jobs:
-            entry = entries.get((job.id, variant))
+            entry = entries.get(job.id)
             out.append(
                 entry.value if entry is not None and _unchanged(entry, job) else self.keep(job, make(job), variant)
             )
         return out
 
     def __len__(self) -> int:
-        return len(self._entries)
+        """The values kept, of every variant."""
+        return sum(map(len, self._entries.values()))
 
     def trim(self, known: int, variants: int = 1) -> None:
         """Forget every entry once there are more than ``variants`` times ``known`` (the jobs the
         coordinator holds) plus 64: entries of jobs that are gone must not pile up. They are
         made again on use."""
-        if len(self._entries) > variants * known + 64:
+        if len(self) > variants * known + 64:
             self._entries.clear()
 
 
@@ -159,15 +169,20 @@ class JobViewCache(JobMemo[bytes]):
             ValueError: a view holds a non-finite number (:func:`labgang.launcher.api.jsoncodec.dumps`).
         """
         encoded: list[bytes] = []
-        entries = self._entries
         last: JobRecord | None = None
         choose = variant if callable(variant) else None
-        fixed = False if callable(variant) else variant
+        fixed_variant: Hashable = False if callable(variant) else variant
+        fixed = self._of(fixed_variant)
+        hidden, shown = (self._of(True), self._of(False)) if choose is not None else (fixed, fixed)
         for job in jobs:
             if len(encoded) == limit:
                 return encoded, last, True
-            which = fixed if choose is None else choose(job)
-            entry = entries.get((job.id, which))
+            if choose is None:
+                which, entries = fixed_variant, fixed
+            else:
+                which = choose(job)
+                entries = hidden if which else shown
+            entry = entries.get(job.id)
             if entry is not None and _unchanged(entry, job):
                 data = entry.value
             else:

@@ -105,10 +105,10 @@ def test_the_cache_forgets_jobs_that_are_gone() -> None:
     cache = JobViewCache()
     listed(cache, [job(str(i)) for i in range(1, 200)])
     cache.trim(199)
-    assert len(cache._entries) == 199
+    assert len(cache) == 199
     kept = [job("1")]
     cache.trim(1)
-    assert len(cache._entries) == 0
+    assert len(cache) == 0
     assert listed(cache, kept) == fresh(kept)
 
 
@@ -120,7 +120,7 @@ def test_the_three_variants_of_every_job_survive_a_trim() -> None:
         for record in jobs:
             cache.encoded(record, job_view, variant=variant)
     cache.trim(len(jobs))
-    assert len(cache._entries) == 300
+    assert len(cache) == 300
 
 
 def test_a_page_body_is_the_json_the_handler_used_to_write() -> None:
