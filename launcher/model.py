@@ -154,7 +154,9 @@ class GpuSharing:
     @property
     def enabled(self) -> bool:
         """True when any node may share a card."""
-        return bool(self.shards_per_gpu or self.mps or any(n.shards_per_gpu or n.mps for n in self.nodes.values()))
+        if self.shards_per_gpu or self.mps:
+            return True
+        return bool(self.nodes) and any(n.shards_per_gpu or n.mps for n in self.nodes.values())
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,9 +222,11 @@ class CycleDriver:
         self._views_gone: list[RunningJob] = []
         self._views_new: list[RunningJob] = []
         self.running_change: RunningChange | None = None
-        # tracked: the last snapshot's pending views by job id, with what each was built from
-        # (:meth:`_pending_views`)
-        self._pending_cache: dict[str, tuple[JobRecord, JobSpec, JobStatus, tuple[object, ...], PendingJob]] = {}
+        # tracked: the last snapshot's pending jobs by id, with what their views were built from and
+        # their view per held-quota flag (:meth:`_pending_views`)
+        self._pending_cache: dict[
+            str, tuple[JobRecord, JobSpec, JobStatus, tuple[object, ...], dict[bool, PendingJob]]
+        ] = {}
         if self._track:
             self._dirty.update(model.jobs)
 
@@ -437,22 +439,28 @@ class CycleDriver:
         return self._running
 
     def _pending_views(self, fed: Sequence[JobRecord], held: Container[str]) -> list[PendingJob]:
-        """``pending_job`` of each job of ``fed``: the last snapshot's view again (the very object)
+        """``pending_job`` of each job of ``fed``: an earlier snapshot's view again (the very object)
         for a job whose record, spec and status object are the ones it was built from and whose
-        status fields the view shows (submit time, pending since, nominated victims, hold) and
-        held-quota flag are equal; a job's status also carries its pending reason, rewritten by
-        most cycles, so its change count cannot say this. Only this snapshot's jobs are kept."""
+        status fields the view shows (submit time, pending since, nominated victims, hold) are
+        equal, one view kept per held-quota flag (a waiting head that held its queue's idle quota
+        one cycle holds none the next: its flag alternates); a job's status also carries its
+        pending reason, rewritten by most cycles, so its change count cannot say this. Only this
+        snapshot's jobs are kept."""
         last, kept = self._pending_cache, {}
         out: list[PendingJob] = []
         tenant = self.cluster.tenant
         for job in fed:
             st = job.status
-            shown = (st.submit_time, st.pending_since, st.nominated, st.hold, st.hold_admin, job.id in held)
+            shown = (st.submit_time, st.pending_since, st.nominated, st.hold, st.hold_admin)
             hit = last.get(job.id)
             if hit is None or hit[0] is not job or hit[1] is not job.spec or hit[2] is not st or hit[3] != shown:
-                hit = (job, job.spec, st, shown, pending_job(job, tenant(job.spec), shown[5]))
+                hit = (job, job.spec, st, shown, {})
             kept[job.id] = hit
-            out.append(hit[4])
+            flag = job.id in held
+            view = hit[4].get(flag)
+            if view is None:
+                view = hit[4][flag] = pending_job(job, tenant(job.spec), flag)
+            out.append(view)
         self._pending_cache = kept
         if self.verify_tracking:
             fresh = [pending_job(job, tenant(job.spec), job.id in held) for job in fed]

@@ -27,7 +27,10 @@ def job_nodes(job: JobRecord) -> list[str]:
 
 def ranks_in_order(job: JobRecord) -> list[RankRecord]:
     """The current attempt's ranks, rank 0 first."""
-    return [job.ranks[r] for r in sorted(job.ranks)]
+    ranks = job.ranks
+    if len(ranks) == 1:  # most jobs: nothing to sort
+        return list(ranks.values())
+    return [ranks[r] for r in sorted(ranks)]
 
 
 def group_layout(job: JobRecord) -> GroupLayout:

@@ -66,10 +66,12 @@ class SimJob:
     task: SimTask | None = None
     duration: float | None = None
 
-    @property
-    def id(self) -> str:
-        """The job's name: its id in the file, ``<id>_<index>`` for an array task."""
-        return self.spec.id if self.task is None else self.task.name
+    id: str = field(init=False, repr=False, compare=False)
+    """The job's name: its id in the file, ``<id>_<index>`` for an array task; set once at construction
+    from ``spec`` and ``task``, which never change (read for every event the engine traces)."""
+
+    def __post_init__(self) -> None:
+        self.id = self.spec.id if self.task is None else self.task.name
 
     @property
     def cancelled(self) -> bool:

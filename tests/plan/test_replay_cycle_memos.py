@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 from engine_digest import digest
+from labgang.launcher.lifecycle.driver import CycleDriver
 from labgang.launcher.plan.replay import replay
 from labgang.launcher.scheduler import capacity, state
+from labgang.launcher.scheduler.snapshot import PendingJob
 
 
 def history(n: int, nodes: int = 100, seed: int = 1) -> dict[str, Any]:
@@ -88,3 +90,29 @@ def test_the_per_queue_table_is_the_same_with_the_memos_off() -> None:
         want = replay(data)
     assert got.queues == want.queues
     assert (got.span_s, got.waits, got.never_started) == (want.span_s, want.waits, want.never_started)
+
+
+def test_pending_views_kept_per_held_flag_stay_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cycle driver keeps a pending job's view per held-quota flag (``CycleDriver._pending_views``):
+    a waiting head that held its queue's idle quota one cycle holds none the next, so its flag
+    alternates, and each flag's view is handed again while the job's record, spec, status object and
+    shown fields stay. A 1,000-job history's every split is checked against fresh views
+    (``verify_tracking``), and not vacuously: views are handed again after the flag flipped both ways."""
+    monkeypatch.setattr(CycleDriver, "verify_tracking", True)
+    real = CycleDriver._pending_views
+    last: dict[str, PendingJob] = {}  # per job, the view handed last
+    seen: dict[int, PendingJob] = {}  # every view handed out (kept alive: no identity reused)
+    again = {True: 0, False: 0}  # a view handed again for the flag the job did not have last time
+
+    def watching(self: CycleDriver, fed: Any, held: Any) -> list[PendingJob]:
+        out = real(self, fed, held)
+        for view in out:
+            before = last.get(view.id)
+            if before is not None and before.held_last_cycle != view.held_last_cycle and id(view) in seen:
+                again[view.held_last_cycle] += 1
+            last[view.id] = seen[id(view)] = view
+        return out
+
+    monkeypatch.setattr(CycleDriver, "_pending_views", watching)
+    replay(history(1000, nodes=20))
+    assert again[True] > 0 and again[False] > 0, again
