@@ -196,6 +196,10 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
         where = f"{path}:{number}"
         for name, value in _split_sbatch(_words(rest, where)):
             shown = name if value is None else f"{name} {value}"
+            if name == "-G":  # Slurm's short form of --gpus
+                name = "--gpus"
+            elif name == "--gpus-per-node" and value is not None:  # Slurm's --gres=gpu:[TYPE:]N, per node
+                name, value = "--gres", f"gpu:{value}"
             if name in ("hetjob", "packjob"):
                 raise BadScript(
                     f"{where}: #SBATCH {name}: labgang does not read a heterogeneous job from a script; "
@@ -227,20 +231,15 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
                 )
             else:
                 warnings.append(f"{where}: #SBATCH {name} is ignored: labgang has no such option")
-    if gpus is not None:  # Slurm's --gpus: total GPUs of the job, -g only where it has one task
+    if gpus is not None:  # Slurm's --gpus: total GPUs of the job, shared evenly by its ranks here
         at, value = gpus
-        model, _, count = value.rpartition(":")
+        count = value.rpartition(":")[2]
         if not count.isdigit() or int(count) < 1:
             raise BadScript(f"{at}: #SBATCH --gpus {value}: allowed: N or TYPE:N, N a whole number >= 1")
         if gres is not None:
             _gpus_agree_with_gres(at, value, gres, flags[gres[2]], nodes)  # then --gres says it all
-        elif tasks in (None, "1") and per_node in (None, "1") and nodes in (None, "1"):
-            flags += ["-g", count] + (["--gpu-model", model] if model else [])
         else:
-            warnings.append(
-                f"{at}: #SBATCH --gpus is ignored: it is the job's total GPUs, which labgang maps to -g only "
-                "for one task; use --gpus-per-task"
-            )
+            flags += _gpus_per_rank(at, value, _task_count(tasks, per_node, nodes), flags)
     if per_node is not None and not tasks_given:
         if not per_node.isdigit():
             raise BadScript(
@@ -254,6 +253,43 @@ def sbatch_flags(lines: list[tuple[int, str, str]], path: str, *, strict: bool) 
     if gres is not None:
         flags[gres[2]] = _gres_per_rank(gres, flags[gres[2]], None if tasks_given else per_node, tasks, nodes)
     return flags, warnings
+
+
+def _task_count(tasks: str | None, per_node: str | None, nodes: str | None) -> int:
+    """The job's tasks as Slurm counts them from ``-n``, else ``--ntasks-per-node`` × ``-N``, else ``-N``
+    (one task a node), else 1; a value that is no whole number counts 1 (its own line refuses it)."""
+    on_nodes = int(nodes) if nodes is not None and nodes.isdigit() else 1
+    if tasks is not None and tasks.isdigit():
+        return int(tasks)
+    if per_node is not None and per_node.isdigit():
+        return int(per_node) * on_nodes
+    return on_nodes
+
+
+def _gpus_per_rank(at: str, value: str, ranks: int, flags: list[str]) -> list[str]:
+    """The flags for Slurm's ``--gpus [TYPE:]N`` (``-G``), the job's total GPUs, over its ``ranks`` tasks:
+    ``-g N/ranks`` (``--gpu-model TYPE``), labgang asking GPUs per rank. Beside ``--gpus-per-task M`` the
+    total must be ``M × ranks`` (then nothing is added: the per-task line says it).
+
+    Raises:
+        BadScript: N does not divide evenly among the tasks, or differs from ``--gpus-per-task``'s total.
+    """
+    model, _, count = value.rpartition(":")
+    total = int(count)
+    if "--gpus-per-worker" in flags:
+        each = flags[max(i for i, flag in enumerate(flags) if flag == "--gpus-per-worker") + 1]
+        if each.isdigit() and int(each) * ranks == total:
+            return ["--gpu-model", model] if model else []
+        raise BadScript(
+            f"{at}: #SBATCH --gpus {value}: conflicts with --gpus-per-task {each} ({ranks} task(s) of {each} GPUs "
+            f"is not {total}); allowed: one of the two, or a --gpus total equal to --gpus-per-task times the tasks"
+        )
+    if total % ranks:
+        raise BadScript(
+            f"{at}: #SBATCH --gpus {value}: {total} GPUs do not divide evenly among the job's {ranks} tasks "
+            "(labgang gives each rank the same GPUs); allowed: a multiple of the tasks, or --gpus-per-task N"
+        )
+    return ["-g", str(total // ranks)] + (["--gpu-model", model] if model else [])
 
 
 def _gpus_agree_with_gres(at: str, value: str, gres: tuple[str, str, int], per_node: str, nodes: str | None) -> None:

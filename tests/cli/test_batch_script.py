@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from labgang.launcher.cli import job_request, quick, submission
-from labgang.launcher.cli.batch_script import SRUN_SHIM_DIR, BadScript, directive_lines, script_form
+from labgang.launcher.cli.batch_script import SRUN_SHIM_DIR, BadScript, directive_lines, sbatch_flags, script_form
 from labgang.launcher.cli.main import cli
 
 ENV = {"HOME": "/home/u", "PATH": "/bin"}
@@ -310,10 +310,47 @@ def test_sbatch_gres_gpu_that_tasks_cannot_share_is_refused_naming_both(tmp_path
     assert result.exit_code == 2 and fragment in result.output, result.output
 
 
-def test_sbatch_gpus_with_several_tasks_is_ignored_with_a_warning(tmp_path):
-    path = _write(tmp_path, "#!/bin/bash\n#SBATCH -n 4\n#SBATCH --gpus=8\necho hi\n")
+@pytest.mark.parametrize(
+    ("lines", "workers", "per_rank"),
+    [
+        (["-n 4", "--gpus=8"], 4, 2),  # the job's total, shared evenly by its ranks
+        (["-n 2", "-G 4"], 2, 2),  # -G is --gpus
+        (["--nodes=2", "--ntasks-per-node=2", "--gpus=8"], 4, 2),
+        (["-N 2", "--gpus=4"], 2, 2),  # one task a node
+        (["-n 2", "--gpus-per-task=3", "--gpus=6"], 2, 3),  # the same request, said twice
+        # --gpus-per-node is --gres=gpu:N: per node, shared by the node's tasks (a torchrun header)
+        (["--nodes=1", "--ntasks-per-node=1", "--gpus-per-node=4"], 1, 4),
+        (["--nodes=2", "--ntasks-per-node=4", "--gpus-per-node=4"], 8, 1),
+        (["-N 1", "-n 2", "--gpus-per-node=a100:4"], 2, 2),
+    ],
+)
+def test_sbatch_gpus_total_and_gpus_per_node_become_gpus_per_rank(tmp_path, lines, workers, per_rank):
+    """A Slurm user's GPU request never gives fewer GPUs than it says: ``--gpus``/``-G`` (the job's
+    total) and ``--gpus-per-node`` were ignored with a warning, and the job ran on one GPU a rank."""
+    path = _write(tmp_path, "#!/bin/bash\n" + "".join(f"#SBATCH {line}\n" for line in lines) + "echo hi\n")
+    body = fast_body([path])
+    assert body == click_body([path])
+    assert (body["workers"], body["gpus_per_worker"]) == (workers, per_rank)
+    _, warnings = sbatch_flags(directive_lines(Path(path).read_text()), path, strict=True)
+    assert warnings == []
+    if "a100" in "".join(lines):
+        assert body["gpu_model"] == "a100"
+
+
+@pytest.mark.parametrize(
+    ("lines", "fragment"),
+    [
+        (["-n 4", "--gpus=6"], "6 GPUs do not divide evenly among the job's 4 tasks"),
+        (["-N 2", "--ntasks-per-node=2", "-G 2"], "2 GPUs do not divide evenly among the job's 4 tasks"),
+        (["-n 2", "--gpus-per-task=2", "--gpus=6"], "conflicts with --gpus-per-task 2 (2 task(s) of 2 GPUs is not 6)"),
+    ],
+)
+def test_sbatch_gpus_the_ranks_cannot_share_is_refused_in_one_line(tmp_path, lines, fragment):
+    path = _write(tmp_path, "".join(f"#SBATCH {line}\n" for line in lines) + "echo\n")
     result = CliRunner().invoke(cli, ["submit", "--state-dir", str(tmp_path / "s"), path], prog_name="labgang")
-    assert "#SBATCH --gpus is ignored: it is the job's total GPUs" in result.output, result.output
+    assert result.exit_code == 2 and fragment in result.output, result.output
+    assert f"{path}:{len(lines)}: #SBATCH --gpus " in result.output, result.output
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1, result.output
 
 
 def test_sbatch_hetjob_is_refused_in_one_line_not_merged_into_one_gang(tmp_path):
