@@ -162,6 +162,7 @@ def history(
         notes = [
             f"no job {', '.join(jobs)} in the store" + ("" if user is None else f" of user {user}") + _narrowed(asked)
         ]
+    searched = rows  # what --limit cut, before -s keeps some attempts: its note reads these
     if ends:
         rows = keep_attempts(rows, ends)
         if not rows:
@@ -169,13 +170,13 @@ def history(
     for note in notes:
         click.echo(f"labgang history: note: {note}", err=True)
     if as_json:
-        click.echo(to_json(history_json(rows, limit)))
+        click.echo(to_json(history_json(rows, limit, len(searched))))
         return
     click.echo(attempts_table(rows) if per_attempt else history_table(rows))
     spans = None if per_attempt else attempts_note(rows)
     if spans is not None:
         click.echo(spans, err=True)
-    cut = limit_note(rows, limit)
+    cut = limit_note(searched, limit, sifted=bool(ends))
     if cut is not None:
         click.echo(cut, err=True)
 

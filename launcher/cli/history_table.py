@@ -233,18 +233,25 @@ def keep_attempts(rows: Sequence[Mapping[str, Any]], ends: Sequence[str]) -> lis
     return out
 
 
-def limit_note(rows: Sequence[object], limit: int) -> str | None:
+def limit_note(searched: Sequence[object], limit: int, *, sifted: bool = False) -> str | None:
     """The stderr line for a history cut at ``limit`` rows (the most recently submitted jobs are
-    kept), or None when fewer came back. As many rows as the limit may also be all there is."""
-    if len(rows) < limit:
+    kept), or None when fewer came back. As many rows as the limit may also be all there is.
+
+    Args:
+        searched: the rows the limit cut, before ``--attempts -s`` kept some of their attempts.
+        sifted: those rows were sifted after the cut (the line then says the jobs were searched).
+    """
+    if len(searched) < limit:
         return None
-    return f"labgang history: showing the {limit} most recently submitted jobs; older ones with --limit N or --until"
+    verb = "searched" if sifted else "showing"
+    return f"labgang history: {verb} the {limit} most recently submitted jobs; older ones with --limit N or --until"
 
 
-def history_json(rows: Sequence[Mapping[str, Any]], limit: int) -> dict[str, Any]:
+def history_json(rows: Sequence[Mapping[str, Any]], limit: int, searched: int | None = None) -> dict[str, Any]:
     """``history --json``'s object: ``jobs`` (oldest first) and ``limit_reached`` (as many rows as
-    ``--limit``: older jobs may have been left out)."""
-    return {"jobs": rows, "limit_reached": len(rows) >= limit}
+    ``--limit`` came back, ``searched`` of them where ``--attempts -s`` then kept fewer: older jobs
+    may have been left out)."""
+    return {"jobs": rows, "limit_reached": (len(rows) if searched is None else searched) >= limit}
 
 
 def local_user(name: str) -> bool:

@@ -151,3 +151,24 @@ def test_submit_json_of_an_array_reports_the_array_and_its_tasks(up: Up, tmp_pat
         assert [j["id"] for j in reply["jobs"]] == [f"{array}_{i}" for i in range(4)]
     finally:
         up.cli("cancel", array)
+
+
+def test_history_attempts_sifted_by_their_end_still_says_when_the_limit_cut_the_jobs(up: Up) -> None:
+    """``history --attempts -s END`` keeps the attempts that ended so among the jobs ``--limit`` let
+    through: it said nothing of the cut once the sifted rows were fewer than the limit (a new user's
+    ``-s PR,RQ`` lost the preemptions of older jobs without a word)."""
+    done = up.submit("--", "true")
+    up.wait_state(done, {"succeeded"})
+    for _ in range(2):
+        up.wait_state(up.submit("--", "false"), {"failed"})
+    # PR (an attempt's end only) makes the coordinator list every job and labgang sift their attempts
+    sifted = up.cli("history", "--attempts", "-u", "all", "-s", "CD,PR", "--limit", "2")
+    assert sifted.returncode == 0, sifted.stderr
+    assert done not in sifted.stdout.split()  # older than the two jobs the limit let through
+    assert sifted.stderr.splitlines()[-1] == (
+        "labgang history: searched the 2 most recently submitted jobs; older ones with --limit N or --until"
+    ), sifted.stderr
+    as_json = json.loads(up.cli("history", "--attempts", "-u", "all", "-s", "CD,PR", "--limit", "2", "--json").stdout)
+    assert as_json == {"jobs": [], "limit_reached": True}
+    wider = up.cli("history", "--attempts", "-u", "all", "-s", "CD,PR", "--limit", "3")
+    assert done in wider.stdout.split(), wider.stdout  # the cut was the only reason it was missing
