@@ -85,6 +85,11 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
     if pct:
         if not (cap.isascii() and cap.isdigit()):
             raise BadArraySpec(f'"%{cap}": the cap must be a whole number >= 1 (tasks running at once)')
+        if len(cap.lstrip("0")) > len(str(ARRAY_SIZE_CEILING)) or int(cap) > ARRAY_SIZE_CEILING:
+            raise BadArraySpec(
+                f'"%{cap}": the cap is over {ARRAY_SIZE_CEILING}, more tasks than an array may have; '
+                f"allowed: a whole number from 1 to {ARRAY_SIZE_CEILING} (tasks running at once)"
+            )
         limit = int(cap)
         if limit < 1:
             raise BadArraySpec(f'"%{cap}": the cap must be a whole number >= 1 (tasks running at once)')

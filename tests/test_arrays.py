@@ -48,6 +48,9 @@ def test_parses_slurm_syntax(text: str, indices: tuple[int, ...], limit: int | N
         ("1,,2", '"1,,2": an empty part between commas'),
         ("0-9%0", '"%0": the cap must be a whole number >= 1'),
         ("0-9%x", '"%x": the cap must be a whole number >= 1'),
+        ("0-9%1000002", '"%1000002": the cap is over 1000001, more tasks than an array may have; allowed: a whole'),
+        ("0-9%99999999999999999999", '"%99999999999999999999": the cap is over 1000001'),  # not stored, ever
+        ("0-9%" + "9" * 5000, '"%999'),  # longer than int() reads: the same one line, not int's own error
         ("%4", '"%4": no indices before the %'),
         ("", "empty; allowed:"),
         ("1.5", "\"1.5\": index '1.5' is not a whole number >= 0"),
