@@ -439,6 +439,8 @@ def up(
     if simulate is not None and nvml:
         raise click.UsageError("--simulate and --nvml exclude each other: simulate a machine file, or use the driver")
     _supervisor_settings()  # a bad LABGANG_LOG_MAX_BYTES ends it here, before anything is made
+    if tcp_host is not None:
+        _check_tcp_host(tcp_host)  # and a --tcp-host this machine cannot listen on
     chosen = ctx.get_parameter_source("state_dir") in (
         click.core.ParameterSource.COMMANDLINE,
         click.core.ParameterSource.ENVIRONMENT,
@@ -480,6 +482,24 @@ def up(
 
 LOG_MAX_BYTES_ENV = "LABGANG_LOG_MAX_BYTES"
 """The agent's rank log cap for ``labgang up`` (``[supervisor] log_max_bytes`` of a cluster's agent.toml)."""
+
+
+def _check_tcp_host(host: str) -> None:
+    """End ``labgang up`` (exit 2, one line naming ``--tcp-host``) where ``host`` names no address this
+    machine can listen on: a name that does not resolve (``999.1.1.1``) or an address of another
+    machine (bind: EADDRNOTAVAIL). Each resolved address is bound to a free port and closed again."""
+    allowed = "allowed: an address or host name of this machine, such as 127.0.0.1, 0.0.0.0 or its own IP"
+    try:
+        found = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        _fail(f"--tcp-host: {host!r} does not resolve ({exc}); {allowed}", 2)
+        return
+    for family, kind, proto, _, address in found:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.bind(address)
+        except OSError as exc:
+            _fail(f"--tcp-host: {host!r}: this machine cannot listen on {address[0]} ({exc.strerror}); {allowed}", 2)
 
 
 def _supervisor_settings() -> dict[str, Any]:
