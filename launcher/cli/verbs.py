@@ -16,7 +16,7 @@ import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.outcomes import Outcomes
-from labgang.launcher.cli.plumbing import JOB_ID, describe_api_error, json_option, state_dir_option
+from labgang.launcher.cli.plumbing import JOB_ID, JOB_IDS, describe_api_error, json_option, state_dir_option
 
 UPDATE_KEYS: dict[str, str] = {
     "priority": "priority",
@@ -154,6 +154,11 @@ def _each(
     out.finish(single=one_object and len(out.answers) == 1 and [str(out.answers[0]["id"])] == asked)
 
 
+def _flat(job_ids: tuple[list[str], ...]) -> list[str]:
+    """The ids of JOB... as :data:`JOB_IDS` gives them (a list per argument: ``12_[1-3]`` is three)."""
+    return [job_id for group in job_ids for job_id in group]
+
+
 def _summary(verb: str, job: dict[str, Any]) -> str:
     if verb == "hold":
         return "held"
@@ -178,40 +183,46 @@ def _update_summary(body: dict[str, Any], job: dict[str, Any]) -> str:
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1, required=True, type=JOB_ID, metavar="JOB...")
+@click.argument("job_ids", nargs=-1, required=True, type=JOB_IDS, metavar="JOB...")
 @json_option("Print the jobs' JobViews as a JSON list.")
 @state_dir_option
-def hold(state_dir: Path | None, as_json: bool, job_ids: tuple[str, ...]) -> None:
+def hold(state_dir: Path | None, as_json: bool, job_ids: tuple[list[str], ...]) -> None:
     """Hold pending jobs, as scontrol hold: they stay pending (reason held) until `labgang release`.
+
+    JOB is a job id, an array (its pending tasks), a task (12_7) or tasks as `queue` prints them
+    (12_[1-3,7]).
 
     Your own jobs; admins any (an admin's hold on another user's job only an admin releases).
     A running job is not held: `labgang requeue --hold` stops it and holds it.
     """
-    _each("hold", job_ids, state_dir, as_json, lambda client, job_id: client.hold(job_id))
+    _each("hold", _flat(job_ids), state_dir, as_json, lambda client, job_id: client.hold(job_id))
 
 
 @click.command()
-@click.argument("job_ids", nargs=-1, required=True, type=JOB_ID, metavar="JOB...")
+@click.argument("job_ids", nargs=-1, required=True, type=JOB_IDS, metavar="JOB...")
 @json_option("Print the jobs' JobViews as a JSON list.")
 @state_dir_option
-def release(state_dir: Path | None, as_json: bool, job_ids: tuple[str, ...]) -> None:
-    """Release held jobs, as scontrol release: they may be scheduled again."""
-    _each("release", job_ids, state_dir, as_json, lambda client, job_id: client.release(job_id))
+def release(state_dir: Path | None, as_json: bool, job_ids: tuple[list[str], ...]) -> None:
+    """Release held jobs, as scontrol release: they may be scheduled again.
+
+    JOB is a job id, an array (its held tasks), a task (12_7) or tasks as `queue` prints them (12_[1-3,7]).
+    """
+    _each("release", _flat(job_ids), state_dir, as_json, lambda client, job_id: client.release(job_id))
 
 
 @click.command()
 @click.option("--hold", "and_hold", is_flag=True, help="Also hold each job once it is pending (scontrol requeuehold).")
-@click.argument("job_ids", nargs=-1, required=True, type=JOB_ID, metavar="JOB...")
+@click.argument("job_ids", nargs=-1, required=True, type=JOB_IDS, metavar="JOB...")
 @json_option("Print the jobs' JobViews as a JSON list.")
 @state_dir_option
-def requeue(state_dir: Path | None, as_json: bool, and_hold: bool, job_ids: tuple[str, ...]) -> None:
+def requeue(state_dir: Path | None, as_json: bool, and_hold: bool, job_ids: tuple[list[str], ...]) -> None:
     """Requeue running jobs, as scontrol requeue: each rank gets SIGTERM, SIGKILL after the job's
     grace, then the job is pending again as a new attempt (its restart count + 1).
 
     A job submitted with --no-requeue is requeued too (you asked by name); one whose ranks all
     exit 0 on their own meanwhile has finished instead.
     """
-    _each("requeue", job_ids, state_dir, as_json, lambda client, job_id: client.requeue(job_id, hold=and_hold))
+    _each("requeue", _flat(job_ids), state_dir, as_json, lambda client, job_id: client.requeue(job_id, hold=and_hold))
 
 
 @click.command()

@@ -89,3 +89,18 @@ def test_the_folded_task_list_queue_prints_is_taken_by_cancel_and_explained_by_s
         cancelled = run(coordinator, "cancel", folded)
         assert (cancelled.returncode, cancelled.stderr) == (0, ""), run
         assert cancelled.stdout.splitlines() == [f"job {array_id}_{i}: cancelled" for i in range(2, 6)]
+
+
+@pytest.mark.slow
+def test_hold_release_and_requeue_take_the_folded_task_list_as_cancel_does(coordinator):
+    """``scontrol hold 12_[1-2]`` holds those tasks; labgang's hold and release refused the list that
+    ``queue`` prints and ``cancel`` takes ("give one task id")."""
+    array_id = click_run(coordinator, "submit", "--array", "0-3", "--", "true").stdout.strip()
+    held = click_run(coordinator, "hold", f"{array_id}_[1-2]")
+    assert (held.returncode, held.stderr) == (0, ""), held
+    assert held.stdout.splitlines() == [f"job {array_id}_1: held", f"job {array_id}_2: held"]
+    released = click_run(coordinator, "release", f"{array_id}_[1-2],{array_id}_0")
+    assert released.returncode == 1, released  # 0 was never held: refused on its own line
+    assert released.stdout.splitlines() == [f"job {array_id}_1: released", f"job {array_id}_2: released"]
+    bad = click_run(coordinator, "requeue", f"{array_id}_[2-1]")
+    assert (bad.returncode, bad.stdout, bad.stderr.count("\n")) == (2, "", 1), bad
