@@ -10,6 +10,7 @@ the job's own status.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -56,7 +57,17 @@ from labgang.launcher.job_filters import flatten
     type=ITEMS,
     help="Only these users' jobs (names or uids; comma-separated or repeated; all: every user's, as --all).",
 )
-@click.option("-q", "--queue", multiple=True, type=ITEMS, help="Only these queues' jobs (comma-separated or repeated).")
+@click.option("--me", is_flag=True, help="Only your own jobs, as squeue --me (-u with your name).")
+@click.option(
+    "-q",
+    "--queue",
+    "-p",
+    "--partition",
+    "queue",
+    multiple=True,
+    type=ITEMS,
+    help="Only these queues' jobs (comma-separated or repeated; -p/--partition as squeue's).",
+)
 @click.option(
     "-t",
     "--state",
@@ -91,6 +102,7 @@ def queue(
     state_dir: Path | None,
     all_users: bool,
     user: tuple[tuple[str, ...], ...],
+    me: bool,
     queue: tuple[tuple[str, ...], ...],
     states: tuple[tuple[str, ...], ...],
     job_list: tuple[tuple[str, ...], ...],
@@ -107,6 +119,8 @@ def queue(
     devices per rank, %P and %q queue, %p priority, %V submit, %S start, %e end, %C ranks,
     %o command, %E dependency; %.10i right-aligns in 10 columns, %-20j left-aligns in 20).
     """
+    if me:  # who the kernel says runs this, not $USER (which `su` without `-` leaves as it was)
+        user = (*user, (str(os.geteuid()),))
     if job_list or fmt is not None or long_form:
         _squeue_view(state_dir, all_users, user, queue, states, flatten(job_list), fmt, long_form, as_json)
         return

@@ -234,6 +234,8 @@ _QUEUE_FLAGS: "dict[str, tuple[str, Converter]]" = {
     "-u": ("user", Repeated(_items)),
     "--queue": ("queue", Repeated(_items)),
     "-q": ("queue", Repeated(_items)),
+    "--partition": ("queue", Repeated(_items)),  # squeue's name for it
+    "-p": ("queue", Repeated(_items)),
     "--state": ("states", Repeated(_state_items)),
     "-t": ("states", Repeated(_state_items)),
     "--json": ("as_json", None),

@@ -8,6 +8,8 @@ refused naming both lines, ``queue -j`` of an id labgang never had says so and e
 from __future__ import annotations
 
 import json
+import os
+import pwd
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -172,3 +174,21 @@ def test_history_attempts_sifted_by_their_end_still_says_when_the_limit_cut_the_
     assert as_json == {"jobs": [], "limit_reached": True}
     wider = up.cli("history", "--attempts", "-u", "all", "-s", "CD,PR", "--limit", "3")
     assert done in wider.stdout.split(), wider.stdout  # the cut was the only reason it was missing
+
+
+def test_queue_takes_squeues_me_and_partition(up: Up) -> None:
+    """``squeue --me`` and ``-p/--partition QUEUE`` were "no such option" for a new user."""
+    job = up.submit("--hold", "--name", "mine", "--", "true")
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    try:
+        by_queue = up.cli("queue", "-q", "default", "-o", "%i %P %u")
+        assert job in by_queue.stdout.split(), by_queue
+        for args in (("-p", "default"), ("--partition", "default"), ("--partition=default",)):
+            listed = up.cli("queue", *args, "-o", "%i %P %u")
+            assert (listed.returncode, listed.stdout) == (0, by_queue.stdout), args
+        mine = up.cli("queue", "--me", "-o", "%i %u")
+        assert mine.returncode == 0 and mine.stdout == up.cli("queue", "-u", me, "-o", "%i %u").stdout, mine
+        assert job in mine.stdout.split(), mine
+        assert up.cli("queue", "--me").stdout.splitlines()[0].split()[0] == "JOBID"  # the default table too
+    finally:
+        up.cli("cancel", job)
