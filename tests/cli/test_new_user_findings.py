@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from up_harness import REPO, Up, running_up
+from up_harness import REPO, Up, next_id, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -119,13 +119,6 @@ def test_a_job_of_groups_is_named_after_its_first_groups_command_as_slurm_names_
         assert up.jobs()[job]["name"] == "launch.py"
     finally:
         up.cli("cancel", job, named)
-
-
-def next_id(up: Up) -> int:
-    """The number the next job would get (submitting one that is held, then cancelling it)."""
-    job = up.submit("--hold", "--", "true")
-    assert up.cli("cancel", job).returncode == 0
-    return int(job) + 1
 
 
 def test_submit_wrap_runs_the_text_as_a_one_line_sh_script_as_sbatch_does(up: Up, tmp_path: Path) -> None:

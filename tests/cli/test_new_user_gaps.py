@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 from labgang.launcher.cli.job_facts import split_job_list
-from up_harness import REPO, Up, running_up
+from up_harness import REPO, Up, next_id, refused, running_up
 
 
 @pytest.mark.parametrize(
@@ -32,21 +32,6 @@ def test_a_job_list_splits_at_the_commas_outside_brackets(text, items):
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
     yield from running_up("lgn")
-
-
-def refused(out, code: int, *words: str) -> str:
-    """``out``'s one stderr line, after checking its exit status and that it says each of ``words``."""
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == code and len(lines) == 1, (out.returncode, out.stderr)
-    assert all(word in lines[0] for word in words), lines[0]
-    return lines[0]
-
-
-def next_id(up: Up) -> int:
-    """The number the next job would get (submitting one that is held, then cancelling it)."""
-    job = up.submit("--hold", "--", "true")
-    assert up.cli("cancel", job).returncode == 0
-    return int(job) + 1
 
 
 def test_queue_j_refuses_a_word_that_is_no_job_id_and_lists_the_ids_it_is_given(up: Up) -> None:

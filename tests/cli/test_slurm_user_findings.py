@@ -14,27 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from up_harness import Up, running_up
+from up_harness import Up, next_id, refused, running_up
 
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[Up]:
     yield from running_up("lgsuf")
-
-
-def refused(out, code: int, *words: str) -> str:
-    """``out``'s one stderr line, after checking its exit status and that it says each of ``words``."""
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == code and len(lines) == 1, (out.returncode, out.stderr)
-    assert all(word in lines[0] for word in words), lines[0]
-    return lines[0]
-
-
-def next_id(up: Up) -> int:
-    """The number the next job would get (submitting one that is held, then cancelling it)."""
-    job = up.submit("--hold", "--", "true")
-    assert up.cli("cancel", job).returncode == 0
-    return int(job) + 1
 
 
 def script(tmp_path: Path, *directives: str, body: str = 'echo "args: $#: $*"') -> str:

@@ -175,3 +175,18 @@ def shared_up(prefix: str, config: str) -> Iterator[Up]:
     finally:
         up.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def refused(out: subprocess.CompletedProcess[str], code: int, *words: str) -> str:
+    """``out``'s one stderr line, after checking its exit status and that it says each of ``words``."""
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == code and len(lines) == 1, (out.returncode, out.stderr)
+    assert all(word in lines[0] for word in words), lines[0]
+    return lines[0]
+
+
+def next_id(up: Up) -> int:
+    """The number the next job would get (submitting one that is held, then cancelling it)."""
+    job = up.submit("--hold", "--", "true")
+    assert up.cli("cancel", job).returncode == 0
+    return int(job) + 1
