@@ -40,6 +40,7 @@ from labgang.launcher.cli.plumbing import (
     JOB_LIST,
     STATE_ITEMS,
     describe_api_error,
+    flat_ids,
     json_option,
     state_dir_option,
     stdout_bytes,
@@ -222,7 +223,7 @@ def cancel(
     instead (your own unless -u names others; with JOBs, only those among them), every filter
     given must match; each list is comma-separated or repeated. One line per job.
     """
-    ids = [job_id for group in job_ids for job_id in group]
+    ids = flat_ids(job_ids)
     filters = {"users": flatten(user), "queues": flatten(queue), "states": flatten(states), "names": flatten(names)}
     if not ids and not any(filters.values()):
         raise click.UsageError(f"give a JOB or a filter ({FILTER_FLAGS}); see `labgang cancel --help`")

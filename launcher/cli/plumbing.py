@@ -256,6 +256,12 @@ class JobIdsType(JobIdType):
 JOB_IDS = JobIdsType()
 
 
+def flat_ids(job_ids: tuple[list[str], ...]) -> list[str]:
+    """The ids of a ``JOB...`` argument of type :data:`JOB_IDS`, in order (it gives a list per word:
+    ``12_[1-3]`` is three ids)."""
+    return [job_id for group in job_ids for job_id in group]
+
+
 class JobListType(JobIdsType):
     """``queue -j LIST``: job ids as ``cancel`` takes them (a job, an array id, a task, tasks in
     brackets), comma-separated; the value is a tuple of ids. An item that is none of these (``abc``)

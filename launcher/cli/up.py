@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from labgang.agent import paths
@@ -361,7 +361,7 @@ def _describe_devices(inventory: Any) -> str:
     return ", ".join(f"{n} {resource}" for resource, n in sorted(counts.items()))
 
 
-def _fail(message: str, code: int) -> None:
+def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"labgang up: {message}", err=True)
     raise SystemExit(code)
 
@@ -493,7 +493,6 @@ def _check_tcp_host(host: str) -> None:
         found = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         _fail(f"--tcp-host: {host!r} does not resolve ({exc}); {allowed}", 2)
-        return
     for family, kind, proto, _, address in found:
         try:
             with socket.socket(family, kind, proto) as probe:

@@ -16,7 +16,14 @@ import click
 from labgang.launcher.api.client import ApiError, Client, CoordinatorUnavailable
 from labgang.launcher.cli.errors import CommandFailed
 from labgang.launcher.cli.outcomes import Outcomes
-from labgang.launcher.cli.plumbing import JOB_ID, JOB_IDS, describe_api_error, json_option, state_dir_option
+from labgang.launcher.cli.plumbing import (
+    JOB_ID,
+    JOB_IDS,
+    describe_api_error,
+    flat_ids,
+    json_option,
+    state_dir_option,
+)
 
 UPDATE_KEYS: dict[str, str] = {
     "priority": "priority",
@@ -154,11 +161,6 @@ def _each(
     out.finish(single=one_object and len(out.answers) == 1 and [str(out.answers[0]["id"])] == asked)
 
 
-def _flat(job_ids: tuple[list[str], ...]) -> list[str]:
-    """The ids of JOB... as :data:`JOB_IDS` gives them (a list per argument: ``12_[1-3]`` is three)."""
-    return [job_id for group in job_ids for job_id in group]
-
-
 def _summary(verb: str, job: dict[str, Any]) -> str:
     if verb == "hold":
         return "held"
@@ -195,7 +197,7 @@ def hold(state_dir: Path | None, as_json: bool, job_ids: tuple[list[str], ...]) 
     Your own jobs; admins any (an admin's hold on another user's job only an admin releases).
     A running job is not held: `labgang requeue --hold` stops it and holds it.
     """
-    _each("hold", _flat(job_ids), state_dir, as_json, lambda client, job_id: client.hold(job_id))
+    _each("hold", flat_ids(job_ids), state_dir, as_json, lambda client, job_id: client.hold(job_id))
 
 
 @click.command()
@@ -207,7 +209,7 @@ def release(state_dir: Path | None, as_json: bool, job_ids: tuple[list[str], ...
 
     JOB is a job id, an array (its held tasks), a task (12_7) or tasks as `queue` prints them (12_[1-3,7]).
     """
-    _each("release", _flat(job_ids), state_dir, as_json, lambda client, job_id: client.release(job_id))
+    _each("release", flat_ids(job_ids), state_dir, as_json, lambda client, job_id: client.release(job_id))
 
 
 @click.command()
@@ -222,7 +224,8 @@ def requeue(state_dir: Path | None, as_json: bool, and_hold: bool, job_ids: tupl
     A job submitted with --no-requeue is requeued too (you asked by name); one whose ranks all
     exit 0 on their own meanwhile has finished instead.
     """
-    _each("requeue", _flat(job_ids), state_dir, as_json, lambda client, job_id: client.requeue(job_id, hold=and_hold))
+    ids = flat_ids(job_ids)
+    _each("requeue", ids, state_dir, as_json, lambda client, job_id: client.requeue(job_id, hold=and_hold))
 
 
 @click.command()
