@@ -360,6 +360,30 @@ def test_throttling_thermal_and_power():
     assert "power" in f1.summary and f1.numbers["power_w"] == 699.0
 
 
+@pytest.mark.parametrize(
+    "reasons,severity",
+    [
+        (("sw_power_cap",), Severity.INFO),
+        (("gpu_idle", "sw_power_cap"), Severity.INFO),  # idle is no throttle reason
+        (("sw_power_cap", "hw_slowdown"), Severity.WARNING),
+        (("sw_power_cap", "sw_thermal_slowdown"), Severity.WARNING),
+        (("sw_power_cap", "hw_power_brake_slowdown"), Severity.WARNING),
+        (("hw_power_brake_slowdown",), Severity.WARNING),
+        (("hw_thermal_slowdown",), Severity.WARNING),
+    ],
+    ids=["cap", "idle-cap", "cap-hw-slowdown", "cap-thermal", "cap-brake", "brake", "hw-thermal"],
+)
+def test_power_cap_alone_is_info_anything_beside_it_a_warning(reasons, severity):
+    snap = ClusterSnapshot(NOW, (node(gpu(0, clock_event_reasons=reasons, power_w=510.0)),))
+    [f] = P.detect_throttling(snap, T)
+    assert f.severity is severity
+    if severity is Severity.INFO:
+        assert f.summary == "clocks held at the power cap (sw_power_cap), 40 C, 510 W of 700 W"
+        assert f.advice.startswith("the driver holds the clocks at the power cap, which is normal")
+    else:
+        assert "throttling (" in f.summary and f.advice.startswith("check airflow and fans")
+
+
 def test_idle_clocks_are_not_throttling():
     snap = ClusterSnapshot(
         NOW,

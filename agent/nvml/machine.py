@@ -163,6 +163,7 @@ class SimGpu:
     handle_error: int | None = None
     errors: dict[str, int] = field(default_factory=dict)
     pci_device_id: int = 0x000010DE
+    pci_sub_system_id: int = 0
     cuda_capability: tuple[int, int] = (0, 0)
     serial: str | None = None
 

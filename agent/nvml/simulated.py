@@ -304,7 +304,8 @@ class SimulatedNvml:
         return f"{gpu.name} MIG {mig.profile}" if mig else gpu.name
 
     def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
-        """``nvmlPciInfo_t`` (``busId``, ``domain``, ``bus``, ``device``, ``pciDeviceId``).
+        """``nvmlPciInfo_t`` (``busId``, ``domain``, ``bus``, ``device``, ``pciDeviceId``,
+        ``pciSubSystemId``: 0 where the machine's source does not say it).
 
         A MIG handle gives its parent's.
         """
@@ -319,6 +320,7 @@ class SimulatedNvml:
         except (IndexError, ValueError):
             pass
         info.pciDeviceId = gpu.pci_device_id
+        info.pciSubSystemId = gpu.pci_sub_system_id
         return info
 
     nvmlDeviceGetPciInfo_v3 = nvmlDeviceGetPciInfo

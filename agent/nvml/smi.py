@@ -83,6 +83,8 @@ class GpuRecord:
     name: str = ""
     uuid: str | None = None
     bus_id: str | None = None
+    pci_device_id: int | None = None
+    pci_sub_system_id: int | None = None
     arch_text: str | None = None
     memory_total_mib: int | None = None
     memory_reserved_mib: int | None = None
@@ -122,6 +124,13 @@ def integer(text: str | None) -> int | None:
     """:func:`number` truncated to an int, or None."""
     value = number(text)
     return None if value is None else int(value)
+
+
+def pci_id(text: str | None) -> int | None:
+    """A 32-bit PCI id as ``-q`` (``0x233510DE``) or ``-q -x`` (``233510DE``) prints it, or None."""
+    if text is None or not re.fullmatch(r"(?:0[xX])?[0-9A-Fa-f]{1,8}", text.strip()):
+        return None
+    return int(text.strip(), 16)
 
 
 def mode_enabled(text: str | None) -> bool | None:
@@ -217,7 +226,10 @@ def _build_gpu(index: int, g: GpuRecord, hostname: str) -> SimGpu:
         utilization_gpu_pct=Script(g.util_gpu if g.util_gpu is not None else 0),
         utilization_memory_pct=Script(g.util_mem if g.util_mem is not None else 0),
         clock_event_mask=g.clock_mask,
-        pci_device_id=model.pci_device_id if model else 0x000010DE,
+        pci_device_id=g.pci_device_id
+        if g.pci_device_id is not None
+        else (model.pci_device_id if model else 0x000010DE),
+        pci_sub_system_id=g.pci_sub_system_id or 0,
         cuda_capability=model.cuda_capability if model else (0, 0),
         processes=list(g.processes),
     )

@@ -21,6 +21,7 @@ from labgang.agent.nvml.smi import (
     integer,
     mode_enabled,
     number,
+    pci_id,
 )
 
 NVSMI_LOG = "==============NVSMI LOG=============="
@@ -102,6 +103,8 @@ def capture_from_q_text(text: str) -> Capture:
             uuid=node.text("GPU UUID"),
             bus_id=node.text(("PCI", "Bus Id")) or key[4:].strip(),
             arch_text=node.text("Product Architecture"),
+            pci_device_id=pci_id(node.text(("PCI", "Device Id"))),
+            pci_sub_system_id=pci_id(node.text(("PCI", "Sub System Id"))),
         )
         fb = node.get("FB Memory Usage")
         if isinstance(fb, Node):

@@ -14,6 +14,7 @@ from labgang.agent.nvml.smi import (
     integer,
     mode_enabled,
     number,
+    pci_id,
 )
 
 
@@ -50,6 +51,8 @@ def capture_from_xml(text: str) -> Capture:
             uuid=t(el, "uuid"),
             bus_id=t(el, "pci/pci_bus_id") or el.get("id"),
             arch_text=t(el, "product_architecture"),
+            pci_device_id=pci_id(t(el, "pci/pci_device_id")),
+            pci_sub_system_id=pci_id(t(el, "pci/pci_sub_system_id")),
         )
         g.memory_total_mib = integer(t(el, "fb_memory_usage/total"))
         g.memory_reserved_mib = integer(t(el, "fb_memory_usage/reserved"))

@@ -269,9 +269,26 @@ def throttle_kind(reason: str) -> str | None:
     return None
 
 
+_POWER_CAP_ADVICE = (
+    "the driver holds the clocks at the power cap, which is normal for a GPU running flat out; "
+    "it only matters if one GPU of a gang is held while the others are not"
+)
+_THROTTLED_ADVICE = "check airflow and fans (thermal) or the power cap (power); throttled GPUs slow the whole gang"
+
+
 def detect_throttling(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[Finding]:
     """GPUs whose clocks are held down by thermal or power limits
-    (``nvmlDeviceGetCurrentClocksEventReasons``)."""
+    (``nvmlDeviceGetCurrentClocksEventReasons``), one finding per GPU.
+
+    A thermal, hardware-slowdown or power-brake reason (``sw_thermal_slowdown``,
+    ``hw_thermal_slowdown``, ``hw_slowdown``, ``hw_power_brake_slowdown``) is a WARNING.
+    ``sw_power_cap`` with none of those beside it is INFO: the driver holds the clocks at the
+    power cap, which a GPU running flat out does all the time (a real H200 under large matrix
+    products reports it continuously at about 510 W of its 700 W limit:
+    ``tests/fixtures/device-h200/run-big.json``); it only matters when one GPU of a gang is held
+    while the others are not. ``numbers`` holds ``temperature_c``, ``power_w`` and
+    ``power_limit_w`` where NVML gave them.
+    """
     out = []
     for node in snapshot.nodes:
         if node.inventory is None:
@@ -283,9 +300,13 @@ def detect_throttling(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[F
             if not reasons:
                 continue
             kinds = sorted({kind for r in reasons if (kind := throttle_kind(r))})
+            if {r.lower().replace("-", "_") for r in reasons} == {"sw_power_cap"}:
+                head, severity, advice = "clocks held at the power cap", Severity.INFO, _POWER_CAP_ADVICE
+            else:
+                head, severity, advice = "/".join(kinds) + " throttling", Severity.WARNING, _THROTTLED_ADVICE
             temp, power, limit = _num(gpu.temperature_c), _num(gpu.power_w), _num(gpu.power_limit_w)
             nums: dict[str, float] = {}
-            parts = ["/".join(kinds) + " throttling (" + ", ".join(reasons) + ")"]
+            parts = [head + " (" + ", ".join(reasons) + ")"]
             if temp is not None:
                 nums["temperature_c"] = temp
                 parts.append(f"{temp:.0f} C")
@@ -297,10 +318,10 @@ def detect_throttling(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[F
             out.append(
                 Finding(
                     PitfallKind.THROTTLING,
-                    Severity.WARNING,
+                    severity,
                     f"{node.name} GPU {gpu.index}",
                     ", ".join(parts),
-                    "check airflow and fans (thermal) or the power cap (power); throttled GPUs slow the whole gang",
+                    advice,
                     nums,
                     node.name,
                     gpu.uuid,
