@@ -166,6 +166,33 @@ class MigDeviceInfo:
     sm_active_pct: float | Unavailable = Unavailable("unsupported")
 
 
+def throttle_kind(reason: str) -> str | None:
+    """``"thermal"``, ``"power"`` or None for one clock-event reason name
+    (``nvmlDeviceGetCurrentClocksEventReasons``).
+
+    Names are those of ``nvmlClocksEventReason*`` in snake case (``sw_thermal_slowdown``,
+    ``hw_power_brake_slowdown``, ``sw_power_cap``...); ``hw_slowdown`` (either cause) counts
+    as thermal. Idle, application clocks, sync boost and display clocks are not throttling.
+    """
+    r = reason.lower().replace("-", "_")
+    if "thermal" in r:
+        return "thermal"
+    if "power" in r:
+        return "power"
+    if r.endswith("hw_slowdown") or r == "hwslowdown":
+        return "thermal"
+    return None
+
+
+def held_at_power_cap_only(reasons: tuple[str, ...]) -> bool:
+    """True when the only throttling reason among ``reasons`` is ``sw_power_cap``: the driver holds
+    the clocks at the power cap, which a GPU running flat out does all the time (a real H200 under
+    large matrix products reports it in every sample at about 510 W of its 700 W limit,
+    ``tests/fixtures/device-h200/run-big.json``). Not a fault: shown, never warned of."""
+    throttling = {r.lower().replace("-", "_") for r in reasons if throttle_kind(r)}
+    return throttling == {"sw_power_cap"}
+
+
 @dataclass(frozen=True)
 class GpuInfo:
     """One physical GPU.
@@ -243,6 +270,9 @@ class GpuInfo:
     def warnings(self) -> tuple[str, ...]:
         """Short human warnings for this GPU (MIG pending, lost, throttled, ECC errors, held memory).
 
+        Throttled means a thermal, hardware-slowdown or power-brake reason (:func:`throttle_kind`);
+        clocks held at the power cap alone (:func:`held_at_power_cap_only`) are no warning.
+
         Returns:
             tuple of short strings, e.g. ``("mig pending enable (reset needed)",)``.
         """
@@ -255,8 +285,8 @@ class GpuInfo:
         if cur is True and not self.mig_devices:
             out.append("mig enabled, no instances")
         if isinstance(self.clock_event_reasons, tuple):
-            bad = [r for r in self.clock_event_reasons if r not in ("gpu_idle", "applications_clocks_setting")]
-            if bad:
+            bad = [r for r in self.clock_event_reasons if throttle_kind(r)]
+            if bad and not held_at_power_cap_only(self.clock_event_reasons):
                 out.append("throttled: " + ",".join(bad))
         if isinstance(self.ecc_volatile_uncorrected, int) and self.ecc_volatile_uncorrected > 0:
             out.append(f"ecc errors: {self.ecc_volatile_uncorrected}")

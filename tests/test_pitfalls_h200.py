@@ -124,3 +124,16 @@ def test_idle_or_unthrottled_views_have_no_throttling(run):
     assert quiet, run  # big: the view before its kernels (gpu_idle); tiny: every view (no reason)
     for snap in quiet:
         assert P.detect_throttling(snap, DEFAULTS) == []
+
+
+def test_top_flags_the_power_cap_as_such_and_warns_of_nothing_under_the_big_run():
+    """``labgang top``'s FLAGS cell for the real busy H200 says ``power-cap``, not a throttle, and
+    the GPU's own warnings (``nodes --local``'s WARNINGS) are empty."""
+    from labgang.tui.rows import device_rows
+    from labgang.tui.state import StateBuilder
+
+    for snap in BIG[1:]:
+        [row] = device_rows(StateBuilder(mode="coordinator", source="device-h200", user="root").build(snap))
+        assert row.cells[8] == "power-cap"
+        (gpu,) = snap.nodes[0].inventory.gpus
+        assert gpu.warnings() == ()

@@ -10,10 +10,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from labgang.agent.inventory import held_at_power_cap_only, throttle_kind
 from labgang.launcher.cli.format import format_resources
 from labgang.launcher.durations import format_duration
 from labgang.launcher.jobtable import fold_pending_tasks
-from labgang.launcher.pitfalls import DeviceSample, Finding, JobView, throttle_kind
+from labgang.launcher.pitfalls import DeviceSample, Finding, JobView
 from labgang.launcher.text import printable
 from labgang.tui.sharers import budgeted_jobs, sharers_text
 from labgang.tui.state import ClusterState, Filters, sort_jobs
@@ -99,8 +100,11 @@ def _flags(dev: DeviceSample) -> str:
     flags = []
     reasons = gpu.clock_event_reasons
     if isinstance(reasons, tuple):
-        kinds = sorted({k for r in reasons if (k := throttle_kind(r))})
-        flags += [f"{k}-throttle" for k in kinds]
+        if held_at_power_cap_only(reasons):
+            flags.append("power-cap")  # the driver's power management, not a fault (detect_throttling: info)
+        else:
+            kinds = sorted({k for r in reasons if (k := throttle_kind(r))})
+            flags += [f"{k}-throttle" for k in kinds]
     cur, pend = gpu.mig_mode_current, gpu.mig_mode_pending
     if isinstance(cur, bool) and isinstance(pend, bool) and cur != pend:
         flags.append("mig-pending")

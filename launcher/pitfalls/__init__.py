@@ -36,7 +36,6 @@ from labgang.launcher.pitfalls.detectors import (
     detect_mig_pending_reset,
     detect_shared_memory_pressure,
     detect_throttling,
-    throttle_kind,
 )
 from labgang.launcher.pitfalls.findings import (
     ALLOCATED,
@@ -105,5 +104,4 @@ __all__ = [
     "detect_throttling",
     "iter_devices",
     "reclaim_time_s",
-    "throttle_kind",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from labgang.agent.inventory import held_at_power_cap_only, throttle_kind
 from labgang.agent.mem_size import size_text
 from labgang.launcher.pitfalls.findings import ALLOCATED, FOREIGN, FREE, HELD, Finding, PitfallKind, Severity
 from labgang.launcher.pitfalls.reclaim import can_take_back, reclaim_time_s
@@ -252,23 +253,6 @@ def detect_mig_pending_reset(snapshot: ClusterSnapshot, t: PitfallThresholds) ->
     return out
 
 
-def throttle_kind(reason: str) -> str | None:
-    """``"thermal"``, ``"power"`` or None for one NVML clock-event reason name.
-
-    Names are those of ``nvmlClocksEventReason*`` in snake case (``sw_thermal_slowdown``,
-    ``hw_power_brake_slowdown``, ``sw_power_cap``...); ``hw_slowdown`` (either cause) counts
-    as thermal. Idle, application clocks, sync boost and display clocks are not throttling.
-    """
-    r = reason.lower().replace("-", "_")
-    if "thermal" in r:
-        return "thermal"
-    if "power" in r:
-        return "power"
-    if r.endswith("hw_slowdown") or r == "hwslowdown":
-        return "thermal"
-    return None
-
-
 _POWER_CAP_ADVICE = (
     "the driver holds the clocks at the power cap, which is normal for a GPU running flat out; "
     "it only matters if one GPU of a gang is held while the others are not"
@@ -300,7 +284,7 @@ def detect_throttling(snapshot: ClusterSnapshot, t: PitfallThresholds) -> list[F
             if not reasons:
                 continue
             kinds = sorted({kind for r in reasons if (kind := throttle_kind(r))})
-            if {r.lower().replace("-", "_") for r in reasons} == {"sw_power_cap"}:
+            if held_at_power_cap_only(gpu.clock_event_reasons):
                 head, severity, advice = "clocks held at the power cap", Severity.INFO, _POWER_CAP_ADVICE
             else:
                 head, severity, advice = "/".join(kinds) + " throttling", Severity.WARNING, _THROTTLED_ADVICE

@@ -15,6 +15,7 @@ from labgang.agent.inventory import (
     NodeInventory,
     ProcessInfo,
     Unavailable,
+    held_at_power_cap_only,
     read_inventory,
 )
 
@@ -170,6 +171,24 @@ def test_warnings_name_pending_mig_throttling_and_ecc():
     )
     assert g.warnings() == ("mig pending enable (reset needed)", "throttled: hw_slowdown", "ecc errors: 2")
     assert gpu(1, "GPU-b").warnings() == ()
+
+
+@pytest.mark.parametrize(
+    "reasons,warning",
+    [
+        (("sw_power_cap",), None),  # the driver's power management: every busy H200 (device-h200/run-big.json)
+        (("gpu_idle", "sw_power_cap"), None),
+        (("sync_boost", "display_clock_setting"), None),  # no throttling at all
+        (("sw_power_cap", "hw_slowdown"), "throttled: sw_power_cap,hw_slowdown"),
+        (("sw_thermal_slowdown",), "throttled: sw_thermal_slowdown"),
+        (("hw_power_brake_slowdown",), "throttled: hw_power_brake_slowdown"),
+    ],
+)
+def test_only_thermal_slowdown_or_brake_reasons_warn_of_throttling(reasons, warning):
+    """Clocks held at the power cap alone are no warning (``held_at_power_cap_only``); a thermal,
+    hardware-slowdown or power-brake reason is, and then every throttling reason is named."""
+    assert held_at_power_cap_only(reasons) is (reasons in (("sw_power_cap",), ("gpu_idle", "sw_power_cap")))
+    assert gpu(0, "GPU-a", clock_event_reasons=reasons).warnings() == ((warning,) if warning else ())
 
 
 def test_read_inventory_is_the_reader(make_sim, sim_dir):
