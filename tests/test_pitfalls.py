@@ -114,6 +114,8 @@ def test_kernel_busy_sm_idle_fires_with_the_numbers():
     assert f.kind is PitfallKind.KERNEL_BUSY_SM_IDLE
     assert f.numbers == {"utilization_gpu_pct": 97.0, "sm_active_pct": 8.0}
     assert "97%" in f.summary and "8%" in f.summary and f.subject == "n1 GPU 0"
+    at_threshold = ClusterSnapshot(NOW, (node(gpu(0, utilization_gpu_pct=30.0, sm_active_pct=5.0)),))
+    assert kinds(P.detect_kernel_busy_sm_idle(at_threshold, T)) == [PitfallKind.KERNEL_BUSY_SM_IDLE]
 
 
 @pytest.mark.parametrize(
@@ -121,7 +123,7 @@ def test_kernel_busy_sm_idle_fires_with_the_numbers():
     [
         (97.0, Unavailable("unsupported")),  # no GPM: never guess
         (97.0, 60.0),  # SMs really busy
-        (30.0, 5.0),  # not kernel-busy
+        (29.0, 5.0),  # not kernel-busy: under busy_util_pct (30)
         (Unavailable("gpu_lost"), 5.0),
     ],
     ids=["sm-unsupported", "sm-busy", "util-low", "util-unavailable"],

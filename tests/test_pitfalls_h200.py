@@ -9,8 +9,8 @@ as ``labgang top`` reads the same body.
 What the real GPU said, and so what these tests hold: under ``big`` the SMs are busy (GPM SM
 activity about 96 %) and the driver reports ``sw_power_cap`` all along, at about 509 W of 700 W;
 under ``tiny`` the SMs idle (0.03-0.05 %) while ``utilization.gpu`` reads 33-39 %: the launch loop
-cannot keep this GPU's queue full, so the run stays under the default ``busy_util_pct`` of 80 and
-*kernel busy, SMs idle* needs a lower threshold (``[pitfalls] busy_util_pct``) to name it.
+cannot keep this GPU's queue full. That reading is why the default ``busy_util_pct`` is 30: at the
+80 it was before, *kernel busy, SMs idle* never named the run.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from labgang.launcher.pitfalls import ClusterSnapshot, PitfallKind, PitfallThres
 
 DEVICE = FIXTURES / "device-h200"
 DEFAULTS = PitfallThresholds()
-# A lab whose jobs launch from Python loops: kernel-busy from 30 % (the tiny run reads 33-39 %).
-LAUNCH_BOUND = PitfallThresholds(busy_util_pct=30.0)
+# The default before this capture: kernel-busy only from 80 %.
+BUSY_FROM_80 = PitfallThresholds(busy_util_pct=80.0)
 UUID = "GPU-ffc3ec4c-2e93-bee0-7253-0d4b218beca6"
 
 
@@ -74,14 +74,14 @@ def test_big_run_is_kernel_busy_with_busy_sms_and_never_flagged():
         assert reading(snap, "sm_active_pct") >= DEFAULTS.sm_idle_pct
     for snap in BIG:
         assert P.detect_kernel_busy_sm_idle(snap, DEFAULTS) == []
-        assert P.detect_kernel_busy_sm_idle(snap, LAUNCH_BOUND) == []
+        assert P.detect_kernel_busy_sm_idle(snap, BUSY_FROM_80) == []
 
 
 def test_tiny_run_is_flagged_kernel_busy_sm_idle_with_its_numbers():
     for snap in TINY:
         util, sm = reading(snap, "utilization_gpu_pct"), reading(snap, "sm_active_pct")
         assert 33.0 <= util <= 39.0 and sm < 0.1
-        [finding] = P.detect_kernel_busy_sm_idle(snap, LAUNCH_BOUND)
+        [finding] = P.detect_kernel_busy_sm_idle(snap, DEFAULTS)
         assert (finding.kind, finding.severity, finding.subject) == (
             PitfallKind.KERNEL_BUSY_SM_IDLE,
             Severity.WARNING,
@@ -92,11 +92,12 @@ def test_tiny_run_is_flagged_kernel_busy_sm_idle_with_its_numbers():
         assert finding.summary == f"utilization.gpu {util:.0f}% but SM activity 0%"
 
 
-def test_tiny_run_stays_under_the_default_busy_threshold():
-    """Measured, not wished: at the default ``busy_util_pct`` (80) the launch-bound run is not named."""
+def test_tiny_run_was_missed_at_the_old_default_of_80():
+    """Why the default is 30: at 80 the launch-bound run, its SMs idle, was never named."""
+    assert DEFAULTS.busy_util_pct == 30.0
     for snap in TINY:
-        assert reading(snap, "utilization_gpu_pct") < DEFAULTS.busy_util_pct
-        assert P.detect_kernel_busy_sm_idle(snap, DEFAULTS) == []
+        assert DEFAULTS.busy_util_pct <= reading(snap, "utilization_gpu_pct") < BUSY_FROM_80.busy_util_pct
+        assert P.detect_kernel_busy_sm_idle(snap, BUSY_FROM_80) == []
 
 
 # --------------------------------------------------------------------------- throttling

@@ -16,7 +16,10 @@ class PitfallThresholds:
     """Thresholds of every detector. Defaults suit a lab of shared 8-GPU servers.
 
     Attributes:
-        busy_util_pct: ``utilization.gpu`` at or above which a GPU counts as kernel-busy (%).
+        busy_util_pct: ``utilization.gpu`` at or above which a GPU counts as kernel-busy (%). 30, not
+            80: a real H200 fed one-element kernels from a Python loop read 33-39 % with its SMs
+            0.03-0.05 % active (``tests/fixtures/device-h200/run-tiny.json``): a launch-bound job
+            never reaches 80 and is exactly the waste this detector names.
         sm_idle_pct: GPM SM activity below which the SMs count as idle (%).
         idle_activity_pct: device activity below which a sample counts as idle (%).
         idle_after_s: an allocated device idle this long is reported (seconds).
@@ -36,7 +39,7 @@ class PitfallThresholds:
             none, of one CPU core (%).
     """
 
-    busy_util_pct: float = 80.0
+    busy_util_pct: float = 30.0
     sm_idle_pct: float = 25.0
     idle_activity_pct: float = 5.0
     idle_after_s: float = 600.0
