@@ -611,6 +611,7 @@ class GangRules:
         if rec is not None and str(rec.attempt) == attempt:
             rec.outcome, rec.reason = JobState.SUCCEEDED.value, why
             self._ctx.emit(fx.SaveAttempt(rec))
+            st.admit_time, st.start_time = rec.admit_time, rec.start_time  # the attempt that ran (show's times)
         self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, why)
         return True
 

@@ -255,6 +255,7 @@ def test_a_requeued_gangs_unheard_rank_reported_exited_0_later_ends_the_job_succ
     out = model.apply(ev.NodeJoined(30.0, "n2", (gone,), frozenset({"n1", "n2"})))
     st = record.status
     assert (st.state, st.exit_status, st.unheard_exits) == (JobState.SUCCEEDED, 0, ())
+    assert (st.admit_time, st.start_time) == (1.0, 2.0)  # the attempt that ran, not the requeue's reset
     assert "1" not in model.jobs and any(isinstance(e, fx.Finished) for e in out)
     assert [h.event for h in record.history][-2:] == ["rank-exited", "succeeded"]
     assert record.attempt_record is not None and (record.attempt_record.attempt, record.attempt_record.outcome) == (
