@@ -5,6 +5,7 @@ A job's life (docs/queue-semantics.md §A5)::
 
     PENDING ──cycle admits──► ADMITTED ──every rank started──► RUNNING
     PENDING ──cancel──► CANCELLED
+    PENDING ──late exits: the attempt requeued on a lost node's fence had finished──► SUCCEEDED
     ADMITTED | RUNNING ──stop (cancel, preemption, failed rank, lost node, time limit,
                          failed start, shutdown)──► TERMINATING
     RUNNING ──every rank gone──► SUCCEEDED | FAILED          (decided by the ranks' exits)
