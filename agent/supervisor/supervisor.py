@@ -906,6 +906,7 @@ class Supervisor:
         """
         now = self._clock()
         snap = self._os.snapshot()
+        adopted: list[tuple[tuple[str, int], str]] = []  # (job id, rank), the state its journal said
         for job_id, rank, rank_dir in self._journal.iter_rank_dirs():
             if (job_id, rank) in self._ranks:
                 continue
@@ -935,7 +936,7 @@ class Supervisor:
                 self._stopper.begin_term(rec, snap, now, kill_by=rec.kill_by)
             elif rec.state is RankState.KILLING:
                 rec.kill_at = now
-            log.info("rank %s/%s re-adopted in state %s", job_id, rank, rec.state.value)
+            adopted.append((rec.key, rec.state.value))
             if rec.state is not RankState.GONE and self.mps is not None and spec.share is not None:
                 try:
                     run_as = resolve_run_as(
@@ -954,7 +955,13 @@ class Supervisor:
             for folder in self._gates_dir.iterdir():
                 if folder.name not in jobs:
                     remove_job_gates(self._gates_dir, folder.name)
-        return self.tick(now)
+        events = self.tick(now)
+        for key, journalled in adopted:
+            # said after the tick: a rank journalled running may have exited while no agent ran
+            rec = self._ranks[key]
+            ended = f", exit status {rec.exit_status}" if rec.exit_known else ""
+            log.info("rank %s/%s re-adopted: journalled %s, now %s%s", *key, journalled, rec.state.value, ended)
+        return events
 
     # ------------------------------------------------------------------ foreign processes
 

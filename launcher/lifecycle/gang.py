@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle.attempts import AttemptRecord
@@ -36,6 +37,9 @@ from labgang.launcher.lifecycle.states import (
 )
 from labgang.launcher.model import JobRequest
 from labgang.launcher.scheduler.reasons import held_reason
+
+if TYPE_CHECKING:
+    from labgang.launcher.lifecycle.events import RankObserved
 
 _REQUEUE_OUTCOME = {EndIntent.PREEMPT: "preempted", EndIntent.LOST: "node_fail", EndIntent.RESTART: "failed"}
 """The outcome of an attempt that ends in a requeue, by its stop's intent (else ``"requeued"``)."""
@@ -71,6 +75,19 @@ def attempt_share(req: JobRequest, shards_per_gpu: int) -> float:
     from labgang.launcher.scheduler.shares import share_units
 
     return float(share_units(req, shards_per_gpu))
+
+
+def unheard_exits(job: JobRecord) -> tuple[tuple[str, int, str], ...]:
+    """The ranks of ``job``'s current attempt, as ``(run id, rank, node)``, whose exits were never heard
+    (their node lost, its fence ran out: ``RankPhase.LOST``) when every other rank of it exited 0 on its
+    own: had those exited 0 too, the attempt finished (``JobStatus.unheard_exits``). () when there is
+    none, or when another rank did not exit 0 on its own (killed by the stop, failed, stopped on its
+    node's lease): the attempt did not finish, whatever those report later."""
+    ranks = list(job.ranks.values())
+    unheard = {r.rank for r in ranks if r.state == RankPhase.LOST and r.exit_status is None}
+    if not unheard or job.status.lease_stopped or any(r.exit_status != 0 for r in ranks if r.rank not in unheard):
+        return ()
+    return tuple((job.run_id, r.rank, r.node) for r in ranks_in_order(job) if r.rank in unheard)
 
 
 class GangRules:
@@ -509,6 +526,7 @@ class GangRules:
         st.reason_code, st.reason_message = reason.value, message
         st.end_intent = None
         st.hold, st.hold_admin = None, False
+        st.unheard_exits = ()
         self._ctx.save(job)
         last = job.history[-1].time if job.history else float("-inf")
         if last <= st.end_time < self._ctx.now:  # its ranks ended unheard: the line dated as its end
@@ -527,6 +545,7 @@ class GangRules:
         ran = st.ran
         outcome = _REQUEUE_OUTCOME.get(st.end_intent) if st.end_intent is not None else None
         self._close_attempt(job, outcome or "requeued", message)
+        st.unheard_exits = unheard_exits(job)  # before the attempt number moves on (their run id)
         transition(st, JobState.PENDING)
         st.attempt += 1
         if ran:
@@ -554,6 +573,47 @@ class GangRules:
             self._ctx.emit(fx.WakeAt(not_before))
         elif not self.awaited_by_waiting_preemptor(job):
             self._ctx.emit(fx.WakeScheduler())
+
+    def late_exit(self, e: RankObserved) -> bool:
+        """A rank of a requeued job's last attempt reported ended after its fence ran out (its agent
+        was down, and came back): one of ``JobStatus.unheard_exits``. True when it was one.
+
+        Its exit counts now, as a lost node's rank's real exit does (docs/queue-semantics.md §A3.6):
+        when it exited 0 on its own and it was the last of them, that attempt had finished (every
+        rank exited 0 on its own) and the job, which has not been admitted again, ends succeeded
+        and never runs again; its attempt's accounting record says so. A rank that exited non-zero,
+        or that its agent stopped on the node's lease (``fenced``), leaves the requeue standing.
+        """
+        job = self.job_for_run(e.run_id)
+        if job is None or job.status.state != JobState.PENDING:
+            return False
+        st = job.status
+        key = (e.run_id, e.rank, e.node)
+        if key not in st.unheard_exits or e.exit_status is None or e.phase.order < RankPhase.EXITED.order:
+            return False
+        attempt = e.run_id.rpartition(".")[2]
+        line = f"rank {e.rank} on {e.node} exited with status {e.exit_status}"
+        line += f" (attempt {attempt}, heard as {e.node} rejoined)"
+        if e.fenced or e.exit_status != 0:
+            st.unheard_exits = ()
+            self._ctx.save(job)
+            why = "stopped by its node on the lease" if e.fenced else "not 0"
+            self._ctx.history(job, "rank-exited", f"{line}: {why}, so the requeue stands")
+            return True
+        st.unheard_exits = tuple(k for k in st.unheard_exits if k != key)
+        self._ctx.save(job)
+        self._ctx.history(job, "rank-exited", line)
+        if st.unheard_exits:
+            return True
+        why = f"all ranks of attempt {attempt} exited with status 0, the last heard after its fence ran out"
+        why += "; not run again"
+        rec = job.attempt_record
+        if rec is not None and str(rec.attempt) == attempt:
+            rec.outcome, rec.reason = JobState.SUCCEEDED.value, why
+            self._ctx.emit(fx.SaveAttempt(rec))
+            st.admit_time, st.start_time = rec.admit_time, rec.start_time  # the attempt that ran (show's times)
+        self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, why)
+        return True
 
     def open_attempt(self, job: JobRecord, whole: tuple[str, ...] = ()) -> None:
         """A cycle admitted ``job`` (its ranks placed): begin its current attempt's accounting record.

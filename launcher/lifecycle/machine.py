@@ -340,6 +340,7 @@ class Lifecycle:
             st.nominated = ()
             st.ran = False
             st.lease_stopped = False
+            st.unheard_exits = ()  # admitted again: what the last attempt's ranks report now changes nothing
             st.reason_code = st.reason_message = None
             st.no_preemption = None
             job.ranks = {rp.rank: RankRecord.assigned(rp.rank, rp.node, tuple(rp.devices)) for rp in adm.placement}
@@ -426,6 +427,7 @@ class Lifecycle:
         """Apply one rank observation; False when no current rank matches it."""
         job, rank = self._gang.lookup(e.node, e.run_id, e.rank)
         if job is None or rank is None:
+            self._gang.late_exit(e)  # a requeued job's last attempt, heard after its fence ran out
             return False
         if (
             e.phase == RankPhase.RUNNING
@@ -569,7 +571,10 @@ class Lifecycle:
                 self._gang.stop_live_ranks(job, only_node=node)
             self._gang.evaluate(job)
         for key, reported in by_key.items():
-            if key in matched or reported.phase == RankPhase.GONE:
+            if key in matched:
+                continue
+            self._gang.late_exit(reported)  # a requeued job's last attempt, heard after its fence ran out
+            if reported.phase == RankPhase.GONE:
                 continue
             owner = self.job_for_run(key[0])
             grace = owner.spec.grace_s if owner is not None else self.policy.default_grace_s

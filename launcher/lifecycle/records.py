@@ -412,6 +412,12 @@ class JobStatus(CountsChanges):
     another user's job: then only an admin may release it (Slurm's JobHeldAdmin).
     ``failure_restarts`` counts the restarts ``--failure-policy restart`` made (a rank failed:
     the whole job started again), bounded by ``--max-restarts`` (``lifecycle/group_policy.py``).
+    ``unheard_exits`` is set while a requeued job waits in its queue, when its last attempt was
+    requeued only because some ranks' exits were never heard (their node was lost and its fence ran
+    out) and every other rank of it had exited 0 on its own: those ranks as ``(run id, rank, node)``.
+    Should their agent report each of them exited 0 on its own (not ``fenced``) before the job is
+    admitted again, that attempt had finished and the job ends succeeded instead of running again
+    (docs/queue-semantics.md §A3.6, ``GangRules.late_exit``); () otherwise.
     """
 
     state: JobState = JobState.PENDING
@@ -440,6 +446,7 @@ class JobStatus(CountsChanges):
     hold: str | None = None
     hold_admin: bool = False
     failure_restarts: int = 0
+    unheard_exits: tuple[tuple[str, int, str], ...] = ()
 
     @classmethod
     def submitted(cls, now: float) -> JobStatus:
@@ -478,6 +485,7 @@ class JobStatus(CountsChanges):
         d["state"] = JobState(d["state"])
         d["end_intent"] = None if d.get("end_intent") is None else EndIntent(d["end_intent"])
         d["nominated"] = tuple(d.get("nominated", ()))
+        d["unheard_exits"] = tuple((str(r), int(n), str(node)) for r, n, node in d.get("unheard_exits", ()))
         facts = d.get("no_preemption")
         d["no_preemption"] = None if facts is None else NoPreemption.from_facts(facts)
         d.setdefault("attempt", d.get("restart_count", 0))

@@ -5,6 +5,7 @@ A job's life (docs/queue-semantics.md §A5)::
 
     PENDING ──cycle admits──► ADMITTED ──every rank started──► RUNNING
     PENDING ──cancel──► CANCELLED
+    PENDING ──late exits: the attempt requeued on a lost node's fence had finished──► SUCCEEDED
     ADMITTED | RUNNING ──stop (cancel, preemption, failed rank, lost node, time limit,
                          failed start, shutdown)──► TERMINATING
     RUNNING ──every rank gone──► SUCCEEDED | FAILED          (decided by the ranks' exits)
@@ -68,7 +69,9 @@ FINAL_STATES: tuple[str, ...] = ("succeeded", "failed", "cancelled", "timeout", 
 """The wire names of the final states (what the store's ``jobs.state`` column holds for a finished job)."""
 
 JOB_MOVES: dict[JobState, frozenset[JobState]] = {
-    JobState.PENDING: frozenset({JobState.ADMITTED, JobState.CANCELLED}),
+    # PENDING -> SUCCEEDED: requeued on a lost node's fence, then its agent reported that the ranks
+    # whose exits were unheard had exited 0 (GangRules.late_exit, docs/queue-semantics.md §A3.6)
+    JobState.PENDING: frozenset({JobState.ADMITTED, JobState.CANCELLED, JobState.SUCCEEDED}),
     JobState.ADMITTED: frozenset({JobState.RUNNING, JobState.TERMINATING}),
     JobState.RUNNING: frozenset({JobState.TERMINATING, JobState.SUCCEEDED, JobState.FAILED}),
     JobState.TERMINATING: frozenset(

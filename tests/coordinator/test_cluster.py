@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -174,6 +175,53 @@ def test_agent_kill9_keeps_ranks_running_and_reports_their_exit_after_restart(cl
         f"started-{job['id']}.0-0",
         f"started-{job['id']}.0-1",
     ]
+
+
+@pytest.mark.timeout(120)
+def test_a_gang_requeued_on_a_fence_that_ran_out_while_its_ranks_had_all_exited_0_ends_succeeded() -> None:
+    """A 2-node gang: agent n2 is killed (SIGKILL) while its rank runs; both ranks then exit 0 on their own,
+    n2's while nobody supervises it. Its fence runs out before the agent is back, so the coordinator counts
+    that rank as stopped with its exit unknown and requeues the gang (docs/queue-semantics.md §A5). The
+    restarted agent reports that the rank had exited 0: the attempt had finished, and the job, still
+    waiting in its queue, ends succeeded and never starts again."""
+    # A lease long enough that n2's small parent never fences its rank (it exits 0 at once after the kill).
+    cluster = Cluster(NODES, node_timeout_s=5.0)
+    try:
+        cluster.start()
+        job = cluster.submit(
+            rank_script("import os, sys, time\n" + wait_go("sys.exit(0)\n")), workers=2, gpus_per_worker=4, grace_s=0.5
+        )
+        j = job["id"]
+        cluster.wait_state(j, "running")
+        pid_n2 = wait_for(
+            lambda: next(r["pid"] for r in cluster.job(j)["ranks"] if r["node"] == "n2"), what="pid of rank 1 reported"
+        )
+        cluster.kill("agent-n2")
+        (cluster.base / "go").write_text("go")  # both ranks exit 0; rank 1 while its agent is down
+        wait_for(lambda: not os.path.exists(f"/proc/{pid_n2}") or _zombie(pid_n2), what="rank 1 exited")
+        # The coordinator cannot know: n2 is lost, its fence runs out and the gang is requeued (§A5).
+        requeued = cluster.wait_state(j, "pending", timeout=20)
+        assert [h["event"] for h in requeued["history"]][-2:] == ["fence-expired", "requeued"], requeued["history"]
+        cluster.start_agent("n2")
+        done = cluster.wait_state(j, {"succeeded", "failed", "node_fail"}, timeout=20)
+        assert done["state"] == "succeeded" and done["exit_status"] == 0, done["history"]
+        events = [h["event"] for h in done["history"]]
+        assert events.count("admitted") == 1, done["history"]  # never admitted again
+        assert events[-2:] == ["rank-exited", "succeeded"], done["history"]
+        assert "rank 1 on n2 exited with status 0" in done["history"][-2]["message"]
+        # Each rank ran exactly once, and the store has only the first attempt's ranks.
+        assert sorted(p.name for p in cluster.base.glob("started-*")) == [f"started-{j}.0-0", f"started-{j}.0-1"]
+        db = sqlite3.connect(cluster.coord_dir / "labgang.db")
+        assert db.execute("SELECT DISTINCT attempt FROM ranks WHERE job_id = ?", (j,)).fetchall() == [(0,)]
+        # What people read back: the attempt that ran, succeeded (sacct's CD), its start kept.
+        shown = cluster.cli_ok("show", j)
+        assert re.search(r"^State:\s+SUCCEEDED$", shown, re.M) and re.search(r"^Started:\s+\d+s ago$", shown, re.M), (
+            shown
+        )
+        attempts = cluster.cli_ok("history", "-j", j, "--attempts").splitlines()[1:]
+        assert [(row.split()[1], row.split()[4]) for row in attempts] == [("0", "CD")], attempts  # ATTEMPT, STATE
+    finally:
+        cluster.stop()
 
 
 def test_silent_agent_is_lost_and_its_gang_requeued() -> None:

@@ -231,3 +231,66 @@ def test_the_active_jobs_are_listed_for_the_fences_only_while_a_node_is_lost() -
     fences.node_lost(ev.NodeLost(LOST_AT, "n2", "silent", LAST_CONTACT), model.active())
     fences.expire_all(active)
     assert asked == [1]
+
+
+def requeued_after_rank_0_exited_0() -> tuple[Lifecycle, JobRecord]:
+    """Job 1's rank 0 on n1 exited 0 on its own; n2, with rank 1, was lost and its fence ran out: requeued."""
+    model, record = running()
+    model.apply(ev.RankObserved(5.0, "n1", "1.0", 0, RankPhase.GONE, exit_status=0))
+    model.apply(ev.NodeLost(LOST_AT, "n2", "silent for 10.5 s", LAST_CONTACT))
+    tick(model, DEADLINE)
+    assert (record.status.state, record.status.attempt) == (JobState.PENDING, 1)
+    assert record.status.unheard_exits == (("1.0", 1, "n2"),)
+    return model, record
+
+
+def test_a_requeued_gangs_unheard_rank_reported_exited_0_later_ends_the_job_succeeded() -> None:
+    """Its agent comes back after the fence ran out (restarted after a kill -9) and reports that rank 1
+    had exited 0 on its own: that attempt had finished, so the job, not admitted again, never runs again
+    (docs/queue-semantics.md §A3.6)."""
+    model, record = requeued_after_rank_0_exited_0()
+    # what the coordinator reads back after a restart still says which exits are awaited
+    assert JobStatus.from_json(record.status.to_json()).unheard_exits == (("1.0", 1, "n2"),)
+    gone = ev.RankObserved(30.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=0)
+    out = model.apply(ev.NodeJoined(30.0, "n2", (gone,), frozenset({"n1", "n2"})))
+    st = record.status
+    assert (st.state, st.exit_status, st.unheard_exits) == (JobState.SUCCEEDED, 0, ())
+    assert (st.admit_time, st.start_time) == (1.0, 2.0)  # the attempt that ran, not the requeue's reset
+    assert "1" not in model.jobs and any(isinstance(e, fx.Finished) for e in out)
+    assert [h.event for h in record.history][-2:] == ["rank-exited", "succeeded"]
+    assert record.attempt_record is not None and (record.attempt_record.attempt, record.attempt_record.outcome) == (
+        0,
+        "succeeded",
+    )
+    # the rank's own events, sent after the hello, change nothing more
+    assert model.apply(ev.RankObserved(30.1, "n2", "1.0", 1, RankPhase.GONE, exit_status=0)) == []
+
+
+@pytest.mark.parametrize(
+    ("exit_status", "fenced"), [(1, False), (0, True)], ids=["exited-non-zero", "stopped-on-its-lease"]
+)
+def test_a_late_exit_that_is_not_0_on_its_own_leaves_the_requeue_standing(exit_status: int, fenced: bool) -> None:
+    model, record = requeued_after_rank_0_exited_0()
+    late = ev.RankObserved(30.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=exit_status, fenced=fenced)
+    model.apply(late)
+    st = record.status
+    assert (st.state, st.attempt, st.unheard_exits) == (JobState.PENDING, 1, ())
+    assert record.history[-1].message.endswith("so the requeue stands")
+
+
+def test_a_late_exit_of_a_gang_whose_other_rank_was_killed_by_the_stop_changes_nothing() -> None:
+    model, record = running()
+    lose_n2(model)  # rank 0 on n1 stopped: 143, not its own exit
+    tick(model, DEADLINE)
+    assert (record.status.state, record.status.unheard_exits) == (JobState.PENDING, ())
+    model.apply(ev.RankObserved(30.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=0))
+    assert (record.status.state, record.status.attempt) == (JobState.PENDING, 1)
+
+
+def test_a_late_exit_after_the_next_attempt_was_admitted_changes_nothing() -> None:
+    model, record = requeued_after_rank_0_exited_0()
+    placement = (RankPlacement(0, "n1", ("GPU-a",)), RankPlacement(1, "n3", ("GPU-c",)))
+    model.apply(ev.CycleDecided(40.0, CycleResult(admitted=(Admit("1", placement),), preempted=(), pending=())))
+    assert (record.status.state, record.status.unheard_exits) == (JobState.ADMITTED, ())
+    model.apply(ev.RankObserved(41.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=0))
+    assert (record.status.state, record.run_id) == (JobState.ADMITTED, "1.1")

@@ -27,6 +27,7 @@ TO, NF = JobState.TIMEOUT, JobState.NODE_FAIL
 LEGAL = {
     (P, A),  # a cycle admits it
     (P, C),  # cancelled while pending
+    (P, S),  # requeued on a lost node's fence, then its agent reported the unheard ranks exited 0
     (A, R),  # every rank started
     (A, T),  # stopped before it ran (failed start, cancel, preemption, lost node, shutdown)
     (R, T),  # stopped

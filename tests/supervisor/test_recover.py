@@ -15,7 +15,7 @@ from labgang.agent.supervisor import RankState, Supervisor, SupervisorError
 CHILD = Path(__file__).with_name("agent_child.py")
 
 
-def test_kill_9_of_the_agent_then_recover_reports_true_exit_statuses(state_dir, make_spec, cleanup, h):
+def test_kill_9_of_the_agent_then_recover_reports_true_exit_statuses(state_dir, make_spec, cleanup, h, caplog):
     gate = state_dir / "gate"
     specs = [
         make_spec(["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; exit 5"], rank=0, world_size=4),
@@ -49,7 +49,14 @@ def test_kill_9_of_the_agent_then_recover_reports_true_exit_statuses(state_dir, 
 
     sup = Supervisor(state_dir, allow_root=True)
     cleanup.append(sup)
-    events = sup.recover()
+    with caplog.at_level("INFO", logger="labgang.agent.supervisor.supervisor"):
+        events = sup.recover()
+    # what the log says of each rank is what the first tick found, not only what the journal said
+    said = [r.getMessage() for r in caplog.records if "re-adopted" in r.getMessage()]
+    assert "rank job1/2 re-adopted: journalled running, now running" in said, said
+    assert any(
+        m.startswith("rank job1/3 re-adopted: journalled running, now ") and m.endswith(", exit status 0") for m in said
+    ), said
     events = h.run_until(sup, lambda: sum(r.state is RankState.GONE for r in sup.ranks()) == 3, events=events)
     assert {e.rank: e.exit_status for e in events if e.kind == "exited"} == {0: 5, 1: 137, 3: 0}
     assert not any(e.kind == "started" for e in events)  # already reported by the dead agent
