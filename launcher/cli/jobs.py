@@ -87,6 +87,14 @@ from labgang.launcher.job_filters import flatten
     help="Only these jobs (ids; an array id names all of its tasks; comma-separated or repeated), as squeue -j.",
 )
 @click.option(
+    "-n",
+    "--name",
+    "names",
+    multiple=True,
+    type=ITEMS,
+    help="Only jobs of these names (comma-separated or repeated), as squeue -n.",
+)
+@click.option(
     "-o",
     "--format",
     "fmt",
@@ -107,6 +115,7 @@ def queue(
     queue: tuple[tuple[str, ...], ...],
     states: tuple[tuple[str, ...], ...],
     job_list: tuple[tuple[str, ...], ...],
+    names: tuple[tuple[str, ...], ...],
     fmt: str | None,
     long_form: bool,
     as_json: bool,
@@ -115,15 +124,17 @@ def queue(
 
     NODES(REASON) shows where a job runs, or why it waits, with numbers.
     Finished jobs are not listed; see them with `labgang history` (or `labgang show JOB`).
-    -j, -o and -l work as squeue's (-o fields: %i id, %j name, %u user, %T state, %t state code,
+    -j, -n, -o and -l work as squeue's (-o fields: %i id, %j name, %u user, %T state, %t state code,
     %M time used, %l time limit, %D nodes, %R nodes or reason, %N nodes, %r reason code, %b
     devices per rank, %P and %q queue, %p priority, %V submit, %S start, %e end, %C ranks,
     %o command, %E dependency; %.10i right-aligns in 10 columns, %-20j left-aligns in 20).
     """
     if me:  # who the kernel says runs this, not $USER (which `su` without `-` leaves as it was)
         user = (*user, (str(os.geteuid()),))
-    if job_list or fmt is not None or long_form:
-        _squeue_view(state_dir, all_users, user, queue, states, flatten(job_list), fmt, long_form, as_json)
+    if job_list or names or fmt is not None or long_form:
+        _squeue_view(
+            state_dir, all_users, user, queue, states, flatten(job_list), flatten(names), fmt, long_form, as_json
+        )
         return
     with Client.for_state_dir(state_dir) as client:
         text, notes = queue_listing(
@@ -146,12 +157,14 @@ def _squeue_view(
     queue: tuple[tuple[str, ...], ...],
     states: tuple[tuple[str, ...], ...],
     job_list: tuple[str, ...],
+    names: tuple[str, ...],
     fmt: str | None,
     long_form: bool,
     as_json: bool,
 ) -> None:
-    """``queue`` with -j, -o or -l: rendered here from whole JobViews (the default table is the
-    coordinator's, on the fast path)."""
+    """``queue`` with -j, -n, -o or -l: rendered here from whole JobViews (the default table is the
+    coordinator's, on the fast path). ``names`` keeps the jobs whose name is one of them (squeue -n),
+    among those the other filters list."""
     from labgang.launcher.cli.squeue_format import LONG_FORMAT, BadFormat, format_jobs, parse_format, select_ids
 
     if fmt is not None and long_form:
@@ -189,6 +202,15 @@ def _squeue_view(
                     allowed="ids of jobs labgang has (`labgang history` lists finished ones)",
                 )
             notes += [f"no job {job_id}: invalid job id" for job_id in unknown]
+        if names:
+            wanted = set(names)
+            jobs = [job for job in jobs if job.get("name") in wanted]
+            if not jobs:
+                notes.append(
+                    f"no active job named {', '.join(dict.fromkeys(names))}"
+                    + ("" if all_users or job_list else " among yours (--all: everyone's)")
+                    + "; finished jobs are in `labgang history`"
+                )
     for note in notes:
         click.echo(f"labgang queue: note: {note}", err=True)
     if as_json:

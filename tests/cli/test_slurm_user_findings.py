@@ -2,8 +2,9 @@
 a batch script with arguments keeps its ``#SBATCH`` lines (as ``sbatch script.sh a b``), a directive's
 bad value names its ``file:line``, ``#SBATCH --gres=gpu:N`` beside a ``--gpus`` total that disagrees is
 refused naming both lines, ``queue -j`` of an id labgang never had says so and exits 1 (as squeue's
-"Invalid job id specified"), ``queue --json -o`` is refused instead of ignoring ``-o``, and
-``submit --json --array`` reports the array, not its first task alone."""
+"Invalid job id specified"), ``queue -n`` lists jobs by name (as squeue -n), ``queue --json -o`` is
+refused instead of ignoring ``-o``, and ``submit --json --array`` reports the array, not its first
+task alone."""
 
 from __future__ import annotations
 
@@ -115,6 +116,32 @@ def test_queue_j_of_an_id_labgang_never_had_is_refused_as_squeue_does(up: Up) ->
         ]
     finally:
         up.cli("cancel", held)
+
+
+def test_queue_n_lists_the_active_jobs_of_those_names_as_squeue_n(up: Up) -> None:
+    """``-n/--name`` (squeue -n): the caller's active jobs of those names, comma-separated or
+    repeated, with ``-o`` and ``--json`` too; none of them a note naming the names, exit 0."""
+    sweep = [up.submit("--hold", "-J", "qn-sweep", "--", "true") for _ in range(2)]
+    prep = up.submit("--hold", "-J", "qn-prep", "--", "true")
+    other = up.submit("--hold", "-J", "qn-other", "--", "true")
+    try:
+        out = up.cli("queue", "-n", "qn-sweep", "-o", "%i %j")
+        assert (out.returncode, out.stdout.split()) == (
+            0,
+            ["JOBID", "NAME", sweep[0], "qn-sweep", sweep[1], "qn-sweep"],
+        )
+        for form in (["--name", "qn-prep,qn-sweep"], ["-n", "qn-sweep", "-n", "qn-prep"]):
+            out = up.cli("queue", *form, "--json")
+            assert out.returncode == 0, out.stderr
+            assert [job["id"] for job in json.loads(out.stdout)["jobs"]] == [*sweep, prep]
+        out = up.cli("queue", "-n", "qn-none,qn-nothing")
+        assert out.returncode == 0 and other not in out.stdout
+        assert out.stderr == (
+            "labgang queue: note: no active job named qn-none, qn-nothing among yours (--all: everyone's); "
+            "finished jobs are in `labgang history`\n"
+        )
+    finally:
+        up.cli("cancel", *sweep, prep, other)
 
 
 @pytest.mark.parametrize("form", [["-o", "%i %j"], ["-l"]])
