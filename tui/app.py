@@ -20,6 +20,7 @@ import time
 from typing import ClassVar
 
 from labgang.launcher.pitfalls import ClusterSnapshot, PitfallThresholds
+from labgang.tui import served_to_a_browser
 from labgang.tui.messages import CancelFailed, FetchFailed, JobCancelled, StateReady
 from labgang.tui.processes import PROCESS_SORTS
 from labgang.tui.rows import finding_keys
@@ -67,12 +68,6 @@ def _hung_up(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLHUP | select.POLLERR | select.POLLNVAL)
     return any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, mask in poller.poll(0))
-
-
-def _served_to_a_browser() -> bool:
-    """Whether this app runs under ``top --web``: textual-serve starts each viewer's app with
-    ``TEXTUAL_DRIVER`` naming Textual's web driver (tui/web.py)."""
-    return os.environ.get("TEXTUAL_DRIVER", "").endswith(":WebDriver")
 
 
 class LabgangTop(App[None]):
@@ -184,7 +179,7 @@ class LabgangTop(App[None]):
         with contextlib.suppress(ValueError):  # not the main thread: no SIGHUP handler
             signal.signal(signal.SIGHUP, lambda *_: gone.set())
         stdin = sys.__stdin__
-        served = _served_to_a_browser()
+        served = served_to_a_browser()
         usable = stdin is not None and not stdin.closed and (stdin.isatty() or served)
         fd = stdin.fileno() if usable and stdin is not None else None
         parent = os.getppid()

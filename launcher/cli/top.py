@@ -88,7 +88,8 @@ def top(
 ) -> None:
     """Watch who holds which GPU, why jobs wait, and what quietly wastes GPUs.
 
-    Without --local it asks the coordinator (start one with `labgang up`). Keys in the
+    Without --local it asks the coordinator (start one with `labgang up`). When standard
+    output is no terminal (a pipe, a file) it prints one frame, as --once. Keys in the
     TUI: 1-5 tabs (devices, jobs, queues, processes, graphs), f filter, m mine, s sort,
     o process sort, / process filter, d details, c cancel, ? help, q quit. --web serves
     the same app to browsers.
@@ -131,6 +132,10 @@ def top(
         raise click.UsageError(str(exc)) from exc
     except ValueError as exc:
         raise click.UsageError(f"--simulate: {exc}") from exc
+    from labgang.tui import served_to_a_browser
+
+    if not once and not sys.stdout.isatty() and not served_to_a_browser():
+        once = True  # as nvitop: a pipe or a file gets one plain frame, not a full-screen app nobody sees
     if once:
         from labgang.tui.plain import render_frame
 

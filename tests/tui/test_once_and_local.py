@@ -67,6 +67,18 @@ def test_once_simulate_implies_local_and_mig_shows_na(repo_root):
     assert mig_rows and all("n/a (mig)" in r and "n/a (unsupported)" in r for r in mig_rows)
 
 
+def test_without_a_terminal_it_prints_the_once_frame_and_exits(repo_root, tmp_path):
+    """A new user's finding: ``labgang top > file`` (or in a pipe) started the full-screen app with no
+    one to see it. As nvitop, standard output that is no terminal gets one plain frame, --once's."""
+    machine, scope = str(repo_root / "config/sim/a100x8-mig.toml"), {"LABGANG_STATE_DIR": str(tmp_path)}
+    piped = labgang("top", "--simulate", machine, "--width", "150", env=scope)  # stdout: a pipe
+    once = labgang("top", "--simulate", machine, "--width", "150", "--once", env=scope)
+    assert (piped.returncode, piped.stderr) == (0, ""), piped.stderr
+    assert piped.stdout.splitlines()[1:] == once.stdout.splitlines()[1:]  # the first line has the clock
+    assert piped.stdout.startswith("local: simulated a100x8-mig.toml") and "DEVICES (20)" in piped.stdout
+    assert "\x1b[" not in piped.stdout
+
+
 @pytest.mark.parametrize("once", [True, False], ids=["once", "interactive"])
 def test_without_coordinator_it_fails_with_one_line(tmp_path, once):
     """A new user's finding: the interactive app showed "waiting for the first snapshot" for ever
