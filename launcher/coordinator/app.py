@@ -175,6 +175,13 @@ def _prepare_socket_path(path: Path) -> None:
     )
 
 
+async def _repeat_filter_ctx(app: web.Application) -> AsyncIterator[None]:
+    """A flood of one error writes a few lines a minute, not megabytes (:mod:`.ratelog`), while the
+    app runs; its end takes the filter off the root logger's handlers again."""
+    with ratelog.installed():
+        yield
+
+
 async def serve(
     config: ClusterConfig,
     state_dir: str | Path | None,
@@ -221,7 +228,6 @@ async def serve(
         RuntimeError: another coordinator already listens on the socket.
         TokenError: the token file is readable by others.
     """
-    ratelog.install()  # a flood of one error writes a few lines a minute, not megabytes
     bodylog.install()  # a body that does not decode: one line, not aiohttp's traceback
     _raise_nofile_limit()
     directory = paths.ensure_state_dir(paths.resolve_state_dir(state_dir))
@@ -231,6 +237,7 @@ async def serve(
     add_pitfall_watch(app)  # one pitfall history for /v1/pitfalls, /metrics, top and show
     add_metrics_routes(app)  # GET /metrics on both listeners (outside create_app: docs/openapi.json is the user API)
     app.cleanup_ctx.append(_scheduler_metrics_ctx)
+    app.cleanup_ctx.append(_repeat_filter_ctx)
     runner = web.AppRunner(
         app, handle_signals=False, shutdown_timeout=5.0, access_log=log if log.isEnabledFor(logging.DEBUG) else None
     )

@@ -10,9 +10,10 @@ before ``%`` formatting), so ``"connection from %s refused"`` is one kind whatev
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 
 class RepeatFilter(logging.Filter):
@@ -62,3 +63,20 @@ def install(logger: logging.Logger | None = None) -> RepeatFilter:
         if not any(isinstance(f, RepeatFilter) for f in handler.filters):
             handler.addFilter(repeat)
     return repeat
+
+
+@contextlib.contextmanager
+def installed(logger: logging.Logger | None = None) -> Iterator[RepeatFilter]:
+    """:func:`install` for a while: on leaving, the filter comes off exactly the handlers this call
+    put it on. For a coordinator embedded in a process that goes on (the tests' in-process
+    coordinators): the root logger's handlers outlive it, and a filter left on them would drop
+    other code's repeated lines (a test's ``caplog`` saw 2 of 4 lines of one kind after one ran).
+    """
+    target = logger or logging.getLogger()
+    bare = [h for h in target.handlers if not any(isinstance(f, RepeatFilter) for f in h.filters)]
+    repeat = install(target)
+    try:
+        yield repeat
+    finally:
+        for handler in bare:
+            handler.removeFilter(repeat)

@@ -14,7 +14,7 @@ from aiohttp import web
 from labgang.agent.connguard import GuardedTCPSite, GuardedUnixSite
 from labgang.launcher.config.cluster import parse_config
 from labgang.launcher.coordinator import keys, ratelog
-from labgang.launcher.coordinator.app import create_app
+from labgang.launcher.coordinator.app import create_app, serve
 
 LIMITS = {
     "max_connections": 6,
@@ -169,6 +169,45 @@ def test_a_flood_of_one_message_is_logged_a_few_times() -> None:
     logger.warning("connection from %s refused", "10.0.0.1")
     assert records[-1] == "connection from 10.0.0.1 refused [997 similar message(s) dropped in the last 60 s]"
     logger.removeHandler(handler)
+
+
+def test_installed_takes_the_filter_off_the_handlers_it_put_it_on_and_no_other() -> None:
+    logger = logging.getLogger("labgang.test.installed")
+    logger.propagate = False
+    plain, kept = logging.Handler(), logging.Handler()
+    earlier = ratelog.RepeatFilter()
+    kept.addFilter(earlier)  # one already there (another coordinator of the process): it stays
+    for handler in (plain, kept):
+        logger.addHandler(handler)
+    try:
+        with ratelog.installed(logger) as repeat:
+            assert repeat is earlier and plain.filters == [earlier]
+        assert (plain.filters, kept.filters) == ([], [earlier])
+    finally:
+        for handler in (plain, kept):
+            logger.removeHandler(handler)
+
+
+async def test_a_coordinator_that_served_leaves_no_repeat_filter_on_the_root_handlers(tmp_path: Path) -> None:
+    """What an in-process coordinator leaves: the root logger's handlers as they were (its filter,
+    left there, dropped another test's repeated log lines later in the same process)."""
+    root = logging.getLogger()
+    watch = logging.Handler()
+    root.addHandler(watch)
+    seen: list[bool] = []
+    stop = asyncio.Event()
+
+    def ready(info: dict) -> None:
+        seen.append(any(isinstance(f, ratelog.RepeatFilter) for f in watch.filters))  # on while it serves
+        stop.set()
+
+    try:
+        config = parse_config({"queues": [{"name": "default", "nominal": {"gpu": 1}}]})
+        await asyncio.wait_for(serve(config, tmp_path / "s", stop=stop, ready=ready), 30)
+        assert seen == [True]
+        assert not any(isinstance(f, ratelog.RepeatFilter) for h in root.handlers for f in h.filters)
+    finally:
+        root.removeHandler(watch)
 
 
 def test_the_coordinator_unit_raises_the_open_files_limit(repo_root: Path) -> None:
