@@ -573,6 +573,17 @@ def requested_array(body: Any, config: ClusterConfig) -> ArraySpec | None:
         raise BadRequest(f"array: {exc}", field="array") from None
 
 
+def check_name_length(name: str, config: ClusterConfig) -> None:
+    """Refuse a job name longer than ``[limits] max_name_chars`` (a submission's or ``update Name=``'s).
+
+    Raises:
+        BadRequest: naming the field and the limit.
+    """
+    limit = config.limits.max_name_chars
+    if len(name) > limit:
+        raise BadRequest(f"name: must be at most {limit} characters (limits.max_name_chars)", field="name")
+
+
 def _check_sizes(req: SubmitBody, config: ClusterConfig) -> None:
     """Refuse a submission bigger than the cluster's ``[limits]`` (see :class:`LimitsConfig`).
 
@@ -580,10 +591,8 @@ def _check_sizes(req: SubmitBody, config: ClusterConfig) -> None:
         BadRequest: naming the field and the limit that applies.
     """
     limits = config.limits
-    if req.name is not None and len(req.name) > limits.max_name_chars:
-        raise BadRequest(
-            f"name: must be at most {limits.max_name_chars} characters (limits.max_name_chars)", field="name"
-        )
+    if req.name is not None:
+        check_name_length(req.name, config)
     argv_bytes = max(
         sum(len(word.encode()) + 1 for word in argv) for argv in [req.argv or [], *(g.argv for g in req.groups or ())]
     )

@@ -15,7 +15,7 @@ from labgang.launcher.config.queues import PRIORITY_MAX, PRIORITY_MIN
 from labgang.launcher.coordinator.depends import dependency_cycle, submission_targets
 from labgang.launcher.coordinator.errors import ApiError, BadRequest, Conflict, Forbidden
 from labgang.launcher.coordinator.policy import check_priority_allowed, moved_priority_refusal, what_priority_allows
-from labgang.launcher.coordinator.requests import Text, _first_error
+from labgang.launcher.coordinator.requests import Text, _first_error, check_name_length
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.records import JobRecord, JobSpec
 from labgang.launcher.lifecycle.verbs import (
@@ -45,7 +45,7 @@ class UpdateBody(BaseModel):
 
     priority: int | str | None = None
     time_limit_s: float | None = Field(default=None, gt=0, le=MAX_TIME_LIMIT_S)
-    name: Text | None = Field(default=None, max_length=256)
+    name: Text | None = None  # its length is [limits] max_name_chars's (check_name_length), as at submission
     dependency: str | None = Field(default=None, max_length=4096)
     queue: str | None = Field(default=None, min_length=1, max_length=256)
 
@@ -175,6 +175,8 @@ async def update(
                 f"priority: {priority} is out of range (allowed: an integer from {PRIORITY_MIN} to {PRIORITY_MAX})",
                 field="priority",
             )
+    if req.name is not None:
+        check_name_length(req.name, config)
     if req.name is not None and control_characters(req.name):
         raise BadRequest(f"name: {req.name!r} contains control characters; allowed: printable characters", field="name")
     if req.queue is not None and config.queue(req.queue) is None:

@@ -88,6 +88,25 @@ def test_update_changes_a_pending_job_and_says_so_in_its_history(up, tmp_path):
     up.cli("cancel", job_id)
 
 
+def test_update_name_is_held_to_the_submission_limit_with_its_words(up):
+    """A new user's finding: ``update Name=`` took 250 characters where ``submit --name`` stops at
+    200 (``[limits] max_name_chars``), and 300 were refused in pydantic's words."""
+    job_id = up.submit("-H", "--name", "before", "--", "true")
+    try:
+        for length in (201, 300, 5000):
+            out = up.cli("update", job_id, "Name=" + "y" * length)
+            assert out.returncode == 2, out.stderr
+            assert (
+                out.stderr
+                == f"labgang update: job {job_id}: Name: must be at most 200 characters (limits.max_name_chars)\n"
+            )
+        assert up.job(job_id)["name"] == "before"
+        assert up.cli("update", job_id, "Name=" + "z" * 200).returncode == 0
+        assert up.job(job_id)["name"] == "z" * 200
+    finally:
+        up.cli("cancel", job_id)
+
+
 def test_update_time_limit_unlimited_or_zero_lifts_it(up):
     for lifted in ("UNLIMITED", "0"):
         job_id = up.submit("-H", "--time", "2h", "--", "true")
