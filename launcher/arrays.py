@@ -62,13 +62,15 @@ def _number(text: str, part: str, what: str) -> int:
     return int(text)
 
 
-def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
+def parse_array(text: str, max_size: int | None = None, *, bound: str = "limits.max_array_size") -> ArraySpec:
     """Parse an array spec such as ``"0-99"``, ``"1,3,5-9"``, ``"0-20:4"`` or ``"0-99%8"``.
 
     Args:
         text: the spec as typed.
         max_size: Slurm's ``MaxArraySize``: every index must be below it (None: no bound; the
             coordinator passes ``[limits] max_array_size``).
+        bound: what ``max_size`` is, as the messages name it (the CLI's check before sending is
+            against :data:`ARRAY_SIZE_CEILING`, not the cluster's own limit).
 
     Returns:
         The sorted, distinct indices and the ``%N`` cap.
@@ -114,11 +116,9 @@ def parse_array(text: str, max_size: int | None = None) -> ArraySpec:
         if step < 1:  # 0, negative, missing or not a number: one message for all
             raise BadArraySpec(f'"{part}": step must be a whole number >= 1')
         if max_size is not None and end >= max_size:
-            raise BadArraySpec(
-                f'"{part}": index {end} is over the largest allowed, {max_size - 1} (limits.max_array_size)'
-            )
+            raise BadArraySpec(f'"{part}": index {end} is over the largest allowed, {max_size - 1} ({bound})')
         if max_size is not None and (end - start) // step + 1 + len(indices) > max_size:
-            raise BadArraySpec(f'"{part}": more than {max_size} tasks (limits.max_array_size)')
+            raise BadArraySpec(f'"{part}": more than {max_size} tasks ({bound})')
         indices.update(range(start, end + 1, step))
     return ArraySpec(tuple(sorted(indices)), limit)
 

@@ -252,7 +252,7 @@ def build_submission(
         from labgang.launcher.arrays import ARRAY_SIZE_CEILING, BadArraySpec, parse_array  # only with --array
 
         try:
-            parse_array(array, ARRAY_SIZE_CEILING)
+            parse_array(array, ARRAY_SIZE_CEILING, bound="the most any cluster's limits.max_array_size allows")
         except BadArraySpec as exc:
             raise SubmissionError(f"--array: {exc}") from None
     for flag, pattern in (("-o/--output", output), ("-e/--error", error)):

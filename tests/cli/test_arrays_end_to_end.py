@@ -34,6 +34,13 @@ def test_bad_spec_is_one_line_naming_the_part(up: Up) -> None:
     assert len(out.stderr.strip().splitlines()) == 1
     over = up.cli("submit", "--array", "0-20000", "--", "true")
     assert over.returncode == 2 and '"0-20000": index 20000 is over the largest allowed, 10000' in over.stderr
+    # past what any cluster allows: refused before sending, and not in the cluster's limit's name
+    huge = up.cli("submit", "--array", "0-99999999", "--", "true")
+    assert (huge.returncode, huge.stderr) == (
+        2,
+        'labgang submit: --array: "0-99999999": index 99999999 is over the largest allowed, 1000000 '
+        "(the most any cluster's limits.max_array_size allows)\n",
+    )
 
 
 def test_run_waits_for_every_task_and_each_task_gets_its_variables(up: Up) -> None:
