@@ -11,6 +11,10 @@ from __future__ import annotations
 _UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 ALLOWED = "a whole number with an optional unit K, M (default), G or T, e.g. 16G or 8000"
 
+MAX_MEMORY = 1 << 60
+"""The largest size labgang takes (1,048,576T, 2**60 bytes): past any machine, and what the
+coordinator's API accepts for ``mem``, ``mem_per_gpu`` and ``gpu_mem``."""
+
 
 def parse_mem(text: str, *, zero: bool = False) -> int:
     """Bytes of a memory size such as ``"16G"`` (``"8000"`` is 8000 MiB, as in Slurm).
@@ -20,7 +24,8 @@ def parse_mem(text: str, *, zero: bool = False) -> int:
         zero: accept 0 (else the size must be above 0).
 
     Raises:
-        ValueError: not a size, or 0 without ``zero``; the message says what is allowed.
+        ValueError: not a size, 0 without ``zero``, or over :data:`MAX_MEMORY`; the message says
+            what is allowed.
     """
     # str methods, not ``re``: importing ``re`` costs a shell command ~8 ms (docs/cli-startup.md)
     rest, suffix, unit = text.strip().lower(), "", ""
@@ -36,6 +41,8 @@ def parse_mem(text: str, *, zero: bool = False) -> int:
     size = int(digits) * _UNITS[unit or "m"]
     if size == 0 and not zero:
         raise ValueError(f"{text!r}: the size must be above 0; allowed: {ALLOWED}")
+    if size > MAX_MEMORY:
+        raise ValueError(f"{text!r} is over {MAX_MEMORY // _UNITS['t']}T, the most labgang takes; allowed: {ALLOWED}")
     return size
 
 

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+from labgang.agent.mem_size import MAX_MEMORY
 from labgang.agent.supervisor.spec import GROUP_NAME_RE, group_env_name
 from labgang.launcher.arrays import ArraySpec, BadArraySpec, parse_array
 from labgang.launcher.begin_time import begin_out_of_range
@@ -65,8 +66,8 @@ Text = Annotated[str, AfterValidator(_exec_safe)]
 
 MAX_CPUS_PER_TASK = 65536
 """The most ``cpus_per_task`` a submission may give (no host has more logical CPUs)."""
-MAX_HOST_MEMORY = 1 << 60
-"""The most bytes ``mem``/``mem_per_gpu`` may give (1 EiB)."""
+MAX_HOST_MEMORY = MAX_MEMORY
+"""The most bytes ``mem``/``mem_per_gpu`` may give (1 EiB, what ``parse_mem`` takes at most)."""
 
 
 class GroupBody(BaseModel):

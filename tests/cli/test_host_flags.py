@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from labgang.agent.mem_size import format_mem, parse_mem, size_text
+from labgang.agent.mem_size import MAX_MEMORY, format_mem, parse_mem, size_text
 from labgang.launcher.cli import job_request, quick, submission
 from labgang.launcher.cli.main import cli
 
@@ -53,6 +53,7 @@ def test_both_paths_send_the_same_host_fields(args, want):
         (["--mem", "0"], "--mem"),
         (["--mem-per-gpu", "4X"], "--mem-per-gpu"),
         (["--mem", "4G", "--mem-per-gpu", "1G"], "--mem-per-gpu"),
+        (["--mem", "99999999T"], "--mem"),  # past any machine: said here, in sizes, not in bytes by the API
     ],
 )
 def test_bad_values_are_one_line_naming_the_flag_exit_2(args, flag, tmp_path):
@@ -72,10 +73,16 @@ def test_sizes_read_as_slurm_reads_them(text, size):
     assert parse_mem(text) == size
 
 
-@pytest.mark.parametrize("text", ["", "G", "1.5G", "-1G", "1Q", "1B", "0"])
+@pytest.mark.parametrize("text", ["", "G", "1.5G", "-1G", "1Q", "1B", "0", "1048577T"])
 def test_bad_sizes_say_what_is_allowed(text):
     with pytest.raises(ValueError, match="allowed: a whole number"):
         parse_mem(text)
+
+
+def test_the_largest_size_is_the_apis():
+    assert parse_mem("1048576T") == MAX_MEMORY == 2**60
+    with pytest.raises(ValueError, match=r"^'99999999T' is over 1048576T, the most labgang takes; allowed: "):
+        parse_mem("99999999T")
 
 
 def test_format_mem_is_exact():
