@@ -89,8 +89,9 @@ def job_limit_sentences(job: Mapping[str, Any], q: Mapping[str, Any] | None) -> 
     mine = next((u for u in q.get("users") or [] if u.get("user") == who), None)
     if mine is None:
         return [f"Queue {q['name']} lets each user hold at most {said}; {who} has no unfinished job there."]
+    running = mine.get("running", 0)
     holds = (
-        f"{who} holds {mine.get('gpus', 0)} gpu in {mine.get('running', 0)} running jobs, "
+        f"{who} holds {mine.get('gpus', 0)} gpu in {running} running job{'' if running == 1 else 's'}, "
         f"{mine.get('submitted', 0)} unfinished in all"
     )
     at = f" and is at {', '.join(mine['at'])}" if mine.get("at") else ""

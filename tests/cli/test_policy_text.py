@@ -61,7 +61,7 @@ def test_job_says_where_its_user_stands() -> None:
         "It waits: user lab1 runs 4 of 4 gpu allowed in queue vision (max_gpus_per_user); job needs 1 (user_limit)."
     )
     assert lines[2] == (
-        "Queue vision lets each user hold at most 4 gpu, 2 running jobs; lab1 holds 4 gpu in 1 running jobs, "
+        "Queue vision lets each user hold at most 4 gpu, 2 running jobs; lab1 holds 4 gpu in 1 running job, "
         "2 unfinished in all and is at max_gpus_per_user."
     )
     assert explain_job({**job, "queue": "open"}, [OPEN]) == explain_job({**job, "queue": "open"}, [])
