@@ -318,7 +318,8 @@ def empty_history_notes(
     pending (-u all for every user)``, ``no job of any user matches ...``); then whether it may be a
     typo: ``-u`` names no user of this machine, ``--queue`` no queue of the cluster (asked of the
     coordinator, only when the answer was empty; not when ``client`` is None: the store was read
-    without one). Nothing for a plain ``history`` without ``-u`` (an empty store is an empty table).
+    without one). Nothing for a plain ``history`` without ``-u`` or a time window (an empty store
+    is an empty table).
 
     Args:
         user: the ``-u`` asked for (a name or "all"), None when not given.
@@ -328,7 +329,7 @@ def empty_history_notes(
     whose = whose or user
     filters = (("queue", queue), ("state", ",".join(states)))
     wanted = " and ".join(f"{name} {value}" for name, value in filters if value)
-    if not wanted and user is None:
+    if not wanted and user is None and not windowed:
         return []
     subject = {None: "no job", "all": "no job of any user"}.get(whose, f"no job of user {whose}")
     default_own = user is None and whose not in (None, "all")

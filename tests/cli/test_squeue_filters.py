@@ -174,6 +174,11 @@ def test_history_says_when_its_filters_match_nothing_as_queue_does(two_queues):
         queue = run(two_queues, "queue", "-u", "nobody")
         assert queue.stderr.startswith("labgang queue: note: no active job matches user nobody; ")
         assert run(two_queues, "history").stderr == ""  # no filter: nothing to explain
+        window = run(two_queues, "history", "--since", "2099-01-01")  # a time window alone is a filter too
+        assert (window.returncode, window.stderr) == (
+            0,
+            "labgang history: note: no job of any user in that time window\n",
+        )
 
 
 @pytest.mark.slow
