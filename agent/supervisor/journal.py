@@ -9,7 +9,8 @@ Layout under the state dir::
         shim.json     {"pid", "start_ticks"} of the small parent    agent, after spawning it
         rank.json     {"pid", "pgid", "start_ticks", "started_at"}  shim, after spawning the rank
         exit.json     {"exit_status", "ended_at", "error"}          shim, when the rank's main process ended
-        state.json    {"state", "exit_reported", "known", "stop"}   agent, on every transition
+        state.json    {"state", "known", "kill_by", "term_sent", ...} agent, on every transition, and
+                      once a stop's SIGTERM went (``term_sent``)
         shim.err      the shim's own stderr (never the rank's output)
     logs/<job_id>/                  agent-owned, mode 0711 under a root agent (others may not list it)
         rank-<rank>.log[.1]         owned by the rank's user, mode 0600

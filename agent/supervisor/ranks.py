@@ -73,6 +73,7 @@ class RankRecord:
     term_at: float | None = None
     kill_at: float | None = None
     kill_by: float | None = None  # unix seconds of kill_at, journalled: a restarted agent keeps the deadline
+    term_sent: bool = False  # its stop's SIGTERM went; journalled after it, so a restarted agent sends no second
     shim_alive: bool = True  # as of the last snapshot
     released_at: float | None = None  # clock() after the snapshot that saw no process and no shim left
     fenced: bool = False  # its small parent stopped it because the node's lease ran out (exit.json)
@@ -210,5 +211,6 @@ class RankTable:
                 "known": {str(pid): ticks for pid, ticks in sorted(rec.known.items())},
                 "stop_grace": rec.stop_grace,
                 "kill_by": rec.kill_by,
+                "term_sent": rec.term_sent,
             },
         )

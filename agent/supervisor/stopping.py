@@ -28,10 +28,11 @@ class RankStopper:
     Args:
         table: the node's ranks (states change through its ``transition``).
         host: the OS seam: ``/proc`` snapshots, ``kill``/``killpg``.
-        writer: the journal writer; SIGTERM goes once ``stopping`` is written (``writer.then``).
+        writer: the journal writer; SIGTERM goes once ``stopping`` is written (``writer.then``),
+            ``term_sent`` is written once it went.
         clock: monotonic seconds, the start of warning and grace periods.
         wall_clock: unix seconds; a stop's SIGKILL deadline is journalled in them (``kill_by``), so
-            an agent restarted during the grace keeps the deadline (:meth:`begin_term`'s ``kill_by``).
+            an agent restarted during the grace keeps the deadline (``Supervisor.recover``).
     """
 
     def __init__(
@@ -163,29 +164,27 @@ class RankStopper:
 
     # ------------------------------------------------------------------ signalling
 
-    def begin_term(self, rec: RankRecord, snap: ProcSnapshot, now: float, *, kill_by: float | None = None) -> None:
+    def begin_term(self, rec: RankRecord, snap: ProcSnapshot, now: float) -> None:
         """SIGTERM to the rank's group and every descendant; the grace period starts now.
 
-        ``kill_by``: the SIGKILL deadline (unix seconds) of a stop that was under way when the agent
-        went away (journalled, :meth:`~.supervisor.Supervisor.recover`): the grace is then only what is left of it.
-
         The signal goes once ``stopping`` is journalled (``writer.py``: at once, or after the
-        queued writes), so an agent restarted in between resumes the stop.
+        queued writes), so an agent restarted in between resumes the stop; ``term_sent`` is
+        journalled after it, so an agent restarted later sends no second SIGTERM (a rank's TERM
+        handler, a checkpoint, runs once per stop, as under Slurm) and keeps the deadline.
 
         A ``--pty`` rank (``spec.pty``) gets SIGHUP just before: an interactive shell on a
         terminal ignores SIGTERM, and SIGHUP is what a terminal's session gets when it hangs up
         (without it every stop of ``labgang run --pty -- bash`` waited the whole grace and ended
         in SIGKILL)."""
         grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
-        wall = self._wall()
-        if kill_by is not None:  # resumed: only what is left of the journalled deadline, none once passed
-            grace = min(grace, max(0.0, kill_by - wall))
-        rec.kill_at, rec.kill_by = now + grace, wall + grace
+        rec.kill_at, rec.kill_by = now + grace, self._wall() + grace
         self._table.transition(rec, RankState.STOPPING)
         live = self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
         if rec.spec.pty:
             self._writer.then(functools.partial(self.send_all, rec, snap, signal.SIGHUP, live))
         self._writer.then(functools.partial(self.send_all, rec, snap, signal.SIGTERM, live))
+        rec.term_sent = True
+        self._table.save(rec)  # queued behind the SIGTERM: on disk only once it was sent
 
     def send_all(self, rec: RankRecord, snap: ProcSnapshot, signum: int, live: Mapping[int, int] | None = None) -> int:
         """Send ``signum`` to the rank's process group and to each live process outside it.

@@ -35,7 +35,8 @@ Design in brief (details in the module docstrings of ``shim.py``, ``journal.py``
   so a caller can tick exactly when something can change instead of polling.
 * **Re-adoption.** ``recover()`` rebuilds every rank from its journal folder after an agent
   restart, checks each pid against its recorded start time, resumes a stop that was under
-  way (restarting its grace period), and reports exits that happened while it was down.
+  way (no second SIGTERM, SIGKILL at its journalled deadline), and reports exits that happened
+  while it was down.
 
 This module holds launch, the tick, recovery and the queries. The supervisor is composed of
 parts it holds: the rank records and their state machine (``ranks.RankTable``), the spare
@@ -895,9 +896,12 @@ class Supervisor:
 
         Each rank comes back in its journalled state; its small parent and main process are
         re-identified by pid and start time (a reused pid is ignored). A stop that was under way
-        resumes: ``STOPPING`` with SIGTERM sent again and what is left of its journalled SIGKILL
-        deadline (none once it has passed), ``WARNED`` as ``STOPPING`` with its whole grace (its
-        SIGTERM was not sent yet), ``KILLING`` killing. Ranks that exited while the agent was
+        resumes with one SIGTERM per stop: ``STOPPING`` whose SIGTERM was sent (``term_sent``,
+        journalled after the signal) gets none again and SIGKILL at its journalled deadline
+        (``kill_by``: the first SIGTERM + grace; at once when it has passed); ``STOPPING`` whose
+        SIGTERM had not gone yet (the agent died between journalling and signalling, or a journal
+        of an agent that did not record it) and ``WARNED`` get SIGTERM now and their whole grace;
+        ``KILLING`` is killed. Ranks that exited while the agent was
         down report ``exited`` with their true status; events already reported before the crash
         are not repeated unless the crash came between reporting and journalling them.
 
@@ -929,11 +933,16 @@ class Supervisor:
             rec.known = {int(pid): ticks for pid, ticks in (saved.get("known") or {}).items()}
             rec.stop_grace = saved.get("stop_grace")
             rec.kill_by = saved.get("kill_by") if rec.state is RankState.STOPPING else None
+            rec.term_sent = rec.state is RankState.STOPPING and saved.get("term_sent") is True
             self._table.read_rank_file(rec)
             self._ranks[rec.key] = rec
-            if rec.state in (RankState.WARNED, RankState.STOPPING):
+            if rec.term_sent:  # its SIGTERM went: none again (its TERM handler ran), SIGKILL at the deadline
+                grace = rec.stop_grace if rec.stop_grace is not None else spec.grace
+                left = grace if rec.kill_by is None else max(0.0, rec.kill_by - self._wall())
+                rec.kill_at = now + min(grace, left)
+            elif rec.state in (RankState.WARNED, RankState.STOPPING):  # its SIGTERM has not gone yet
                 rec.state = RankState.RUNNING if rec.pid is not None else RankState.STARTING
-                self._stopper.begin_term(rec, snap, now, kill_by=rec.kill_by)
+                self._stopper.begin_term(rec, snap, now)
             elif rec.state is RankState.KILLING:
                 rec.kill_at = now
             adopted.append((rec.key, rec.state.value))

@@ -10,7 +10,9 @@ The recovery code (``Supervisor.recover``) relies on three orderings, and both w
 
 * **Write before signal.** A rank's ``stopping`` (or ``killing``) state is on disk before its
   SIGTERM (SIGKILL) is sent, so an agent restarted in between resumes the stop. The supervisor
-  hands the signal to :meth:`then`, which runs it after every write queued before it.
+  hands the signal to :meth:`then`, which runs it after every write queued before it, and
+  writes the rank's ``term_sent`` behind it, so a restarted agent knows the SIGTERM went and
+  sends no second one.
 * **Write before report.** The agent sends a tick's events, and answers a command, only once
   :meth:`written` says every write queued so far is on disk.
 * **One order per file.** Writes run first in, first out, so an older state never lands after a

@@ -117,11 +117,12 @@ def test_rank_whose_small_parent_was_killed_is_still_stopped_and_reports_unknown
     assert not h.pid_alive(rank_pid)
 
 
-def _killed_while_stopping(state_dir: Path, make_spec, h, grace: float) -> list[dict]:
-    """A stand-in agent launches a rank that ignores SIGTERM, stops it with ``grace`` seconds and is
-    killed (SIGKILL) during the grace; the rank statuses it printed (``stopping``)."""
+def _killed_while_stopping(state_dir: Path, make_spec, h, grace: float, on_term: str = "") -> list[dict]:
+    """A stand-in agent launches a rank that ignores SIGTERM (or runs the shell command ``on_term``
+    on it and goes on), stops it with ``grace`` seconds and is killed (SIGKILL) during the grace;
+    the rank statuses it printed (``stopping``)."""
     ready = state_dir / "ready"
-    spec = make_spec(["sh", "-c", f"trap '' TERM; touch {ready}; while :; do sleep 0.05; done"])
+    spec = make_spec(["sh", "-c", f"trap '{on_term}' TERM; touch {ready}; while :; do sleep 0.05; done"])
     (state_dir / "specs.json").write_text(json.dumps([spec.to_dict()]))
     agent = subprocess.Popen(
         [h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json"), f"{grace:g}", str(ready)],
@@ -145,7 +146,7 @@ def test_a_stop_under_way_resumes_after_the_agent_restarts(state_dir, make_spec,
     sup = Supervisor(state_dir, allow_root=True, clock=clock)
     cleanup.append(sup)
     assert sup.recover() == []
-    assert sup.status("job1", 0).state is RankState.STOPPING  # SIGTERM again, what is left of the grace
+    assert sup.status("job1", 0).state is RankState.STOPPING  # no SIGTERM again, what is left of the grace
     for _ in range(5):
         assert sup.tick() == []
     assert h.pid_alive(ranks[0]["pid"])
@@ -169,3 +170,70 @@ def test_a_resumed_stop_keeps_the_deadline_it_had_before_the_agent_went_away(sta
     clock.advance(20)  # past the journalled deadline (it left at most 20 s; the whole grace is 600)
     events = h.run_until(sup, h.all_in(sup, RankState.GONE))
     assert [(e.kind, e.exit_status) for e in events] == [("exited", 137), ("gone", 137)]
+
+
+def _marks(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_rank_whose_sigterm_went_gets_no_second_one_after_the_agent_restarts(state_dir, make_spec, cleanup, h):
+    # Slurm sends one SIGTERM per stop: a checkpoint-on-SIGTERM job checkpoints once, and a
+    # preemption victim's trap is not restarted (it would end later than its own trap says)
+    marks = state_dir / "marks"
+    ranks = _killed_while_stopping(state_dir, make_spec, h, 4, on_term=f"echo term >> {marks}")
+    saved = json.loads((state_dir / "ranks" / "job1" / "0" / "state.json").read_text())
+    assert saved["state"] == "stopping" and saved["term_sent"] is True
+    h.wait_for_file(marks)  # the dead agent's SIGTERM reached the trap
+    sup = Supervisor(state_dir, allow_root=True)
+    cleanup.append(sup)
+    assert sup.recover() == []
+    assert sup.status("job1", 0).state is RankState.STOPPING
+    sup.stop_job("job1", grace=4, warn=True)  # what the coordinator asks again when the agent reconnects
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [(e.kind, e.exit_status) for e in events] == [("exited", 137), ("gone", 137)]
+    assert _marks(marks) == ["term"]  # the trap ran once; it had 2 s and more to run a second time
+    # SIGKILL at the first SIGTERM + grace, the deadline the dead agent journalled
+    ended = json.loads((state_dir / "ranks" / "job1" / "0" / "exit.json").read_text())["ended_at"]
+    assert saved["kill_by"] - 0.2 <= ended <= saved["kill_by"] + 2, (ended, saved["kill_by"])
+    assert not h.pid_alive(ranks[0]["pid"])
+
+
+def test_a_rank_journalled_stopping_before_its_sigterm_went_gets_it_once_and_its_whole_grace(
+    state_dir, make_spec, cleanup, h
+):
+    # The agent died between journalling "stopping" and sending SIGTERM: the next one sends it,
+    # once, and the grace starts then (the rank had no SIGTERM before; its journalled deadline passed)
+    marks, ready = state_dir / "marks", state_dir / "ready"
+    spec = make_spec(["sh", "-c", f"trap 'echo term >> {marks}' TERM; echo up > {ready}; while :; do sleep 0.05; done"])
+    (state_dir / "specs.json").write_text(json.dumps([spec.to_dict()]))
+    agent = subprocess.Popen(
+        [h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json")],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert agent.stdout is not None
+    try:
+        ranks = json.loads(agent.stdout.readline())["ranks"]
+        assert [r["state"] for r in ranks] == ["running"]
+    finally:
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait()
+        agent.stdout.close()
+    h.wait_for_file(ready)
+    state = state_dir / "ranks" / "job1" / "0" / "state.json"
+    saved = json.loads(state.read_text())
+    saved.update(state="stopping", stop_grace=3.0, kill_by=time.time(), term_sent=False)
+    state.write_text(json.dumps(saved))
+    sup = Supervisor(state_dir, allow_root=True)
+    cleanup.append(sup)
+    began = time.time()
+    assert sup.recover() == []
+    assert sup.status("job1", 0).state is RankState.STOPPING
+    h.wait_for_file(marks)  # SIGTERM sent now
+    sup.stop_job("job1", grace=3, warn=True)
+    events = h.run_until(sup, h.all_in(sup, RankState.GONE))
+    assert [(e.kind, e.exit_status) for e in events] == [("exited", 137), ("gone", 137)]
+    assert _marks(marks) == ["term"]
+    ended = json.loads((state_dir / "ranks" / "job1" / "0" / "exit.json").read_text())["ended_at"]
+    assert ended - began >= 3 - 0.2, ended - began
