@@ -6,7 +6,10 @@ ranks there count as stopped at 27, unless n2 comes back sooner and reports thei
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from labgang.launcher.coordinator.store import Store
 from labgang.launcher.coordinator.views import history_view, job_view
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
@@ -345,3 +348,29 @@ def test_a_job_ended_by_a_late_exit_shows_the_attempt_that_ran_with_its_ranks_re
     saved = [(e.attempt, e.rank.rank, e.rank.state, e.rank.exit_status) for e in out if isinstance(e, fx.SaveRank)]
     assert saved == [(0, 1, RankPhase.GONE, 0)]
     assert record.requeued_ranks == {}
+
+
+def test_a_coordinator_restarted_while_the_exits_are_awaited_ends_the_job_the_same(tmp_path: Path) -> None:
+    """The store reads back, with the pending job, the requeued attempt's ranks and accounting record
+    (attempt 0, not the current 1, which was never admitted): the late exit then ends it as without
+    the restart, at rank 1's real end, with no restart counted and attempt 0's ranks."""
+    _, record = requeued_after_rank_0_exited_0()
+    store = Store(tmp_path / "db")
+    try:
+        saved = store.insert_job(record.spec, record.status, record.id)
+        for rank in record.requeued_ranks.values():
+            store.save_rank(saved, rank, attempt=0)
+        assert record.attempt_record is not None
+        store.save_attempt(record.attempt_record)
+        store.commit()
+        [loaded] = Store(tmp_path / "db").load_jobs(active_only=True)
+    finally:
+        store.close()
+    assert sorted(loaded.requeued_ranks) == [0, 1] and loaded.ranks == {}
+    assert loaded.attempt_record is not None and loaded.attempt_record.attempt == 0
+    model = Lifecycle(POLICY, [loaded])
+    gone = ev.RankObserved(30.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=0, ended_at=6.0)
+    model.apply(ev.NodeJoined(30.0, "n2", (gone,), frozenset({"n1", "n2"})))
+    st = loaded.status
+    assert (st.state, st.end_time, st.restart_count, st.attempt) == (JobState.SUCCEEDED, 6.0, 0, 0)
+    assert job_view(loaded)["nodes"] == ["n1", "n2"]
