@@ -551,25 +551,32 @@ class Store:
         return None if row is None or "_" not in row[0] else str(row[0])
 
     def _complete(self, jobs: list[JobRecord]) -> list[JobRecord]:
-        """Add each job's current-attempt ranks and its committed history."""
+        """Add each job's current-attempt ranks and its committed history; a pending job that awaits
+        its last attempt's unheard exits (``JobStatus.unheard_exits``) gets that attempt's ranks as
+        ``requeued_ranks``."""
         by_id = {job.id: job for job in jobs}
         with self._lock:
             for job in jobs:
-                for rank, node, devices, state, pid, exit_status, start, end in self._db.execute(
-                    "SELECT rank, node, devices, state, pid, exit_status, start_time, end_time FROM ranks"
-                    " WHERE job_id=? AND attempt=?",
-                    (job.id, job.attempt),
+                for attempt, ranks in (
+                    (job.attempt, job.ranks),
+                    *([(job.attempt - 1, job.requeued_ranks)] if job.status.unheard_exits else []),
                 ):
-                    job.ranks[rank] = RankRecord(
-                        rank, node, tuple(json.loads(devices)), RankPhase(state), pid, exit_status, start, end
-                    )
+                    for rank, node, devices, state, pid, exit_status, start, end in self._db.execute(
+                        "SELECT rank, node, devices, state, pid, exit_status, start_time, end_time FROM ranks"
+                        " WHERE job_id=? AND attempt=?",
+                        (job.id, attempt),
+                    ):
+                        ranks[rank] = RankRecord(
+                            rank, node, tuple(json.loads(devices)), RankPhase(state), pid, exit_status, start, end
+                        )
                 for at, event, message in self._db.execute(
                     "SELECT time, event, message FROM events WHERE job_id=? ORDER BY id", (job.id,)
                 ):
                     by_id[job.id].history.append(HistoryEntry(at, event, message))
+                # the current attempt's record; for a job awaiting unheard exits, its last attempt's (late_exit)
                 row = self._db.execute(
                     f"SELECT {self._attempt_select} FROM attempts WHERE job_id=? AND attempt=?",  # noqa: S608
-                    (job.id, job.attempt),
+                    (job.id, job.attempt - 1 if job.status.unheard_exits else job.attempt),
                 ).fetchone()
                 if row is not None:
                     job.attempt_record = AttemptRecord.from_row(row)

@@ -516,17 +516,29 @@ class GangRules:
                 delay = min(p.requeue_backoff_s * 2 ** (st.start_failures - 1), p.requeue_backoff_max_s)
                 self._requeue(job, f"{st.reason_message}; retry in {delay:g} s", not_before=self._ctx.now + delay)
 
-    def _end(self, job: JobRecord, state: JobState, exit_status: int | None, reason: EndReason, message: str) -> None:
+    def _end(
+        self,
+        job: JobRecord,
+        state: JobState,
+        exit_status: int | None,
+        reason: EndReason,
+        message: str,
+        *,
+        end_time: float | None = None,
+    ) -> None:
+        """End ``job`` in the final ``state``; its end time is ``end_time`` (unix s) when given, else
+        :meth:`gone_at`."""
         st = job.status
         preempted = st.end_intent == EndIntent.PREEMPT and state != JobState.SUCCEEDED
         self._close_attempt(job, "preempted" if preempted else state.value, message)
         transition(st, state)
         st.exit_status = exit_status
-        st.end_time = self.gone_at(job)
+        st.end_time = self.gone_at(job) if end_time is None else end_time
         st.reason_code, st.reason_message = reason.value, message
         st.end_intent = None
         st.hold, st.hold_admin = None, False
         st.unheard_exits = ()
+        job.requeued_ranks = {}
         self._ctx.save(job)
         last = job.history[-1].time if job.history else float("-inf")
         if last <= st.end_time < self._ctx.now:  # its ranks ended unheard: the line dated as its end
@@ -546,11 +558,14 @@ class GangRules:
         outcome = _REQUEUE_OUTCOME.get(st.end_intent) if st.end_intent is not None else None
         self._close_attempt(job, outcome or "requeued", message)
         st.unheard_exits = unheard_exits(job)  # before the attempt number moves on (their run id)
+        # its ranks, should their late exits make this attempt the job's last (late_exit)
+        job.requeued_ranks = job.ranks if st.unheard_exits else {}
         transition(st, JobState.PENDING)
         st.attempt += 1
         if ran:
             st.restart_count += 1
-        st.ran = False
+        # kept while its exits are awaited: late_exit then knows whether this requeue counted a restart
+        st.ran = ran and bool(st.unheard_exits)
         st.pending_since = self._ctx.now
         st.not_before = not_before
         st.admit_time = st.start_time = None
@@ -594,8 +609,15 @@ class GangRules:
         attempt = e.run_id.rpartition(".")[2]
         line = f"rank {e.rank} on {e.node} exited with status {e.exit_status}"
         line += f" (attempt {attempt}, heard as {e.node} rejoined)"
+        rank = job.requeued_ranks.get(e.rank)
+        if rank is not None:  # its real exit, and when it happened (its agent's clock), in place of "lost"
+            rank.state, rank.exit_status = e.phase, e.exit_status
+            rank.end_time = self._ctx.now if e.ended_at is None else min(e.ended_at, self._ctx.now)
+            self._ctx.emit(fx.SaveRank(job, rank, int(attempt)))
         if e.fenced or e.exit_status != 0:
             st.unheard_exits = ()
+            job.requeued_ranks = {}
+            st.ran = False
             self._ctx.save(job)
             why = "stopped by its node on the lease" if e.fenced else "not 0"
             self._ctx.history(job, "rank-exited", f"{line}: {why}, so the requeue stands")
@@ -607,12 +629,23 @@ class GangRules:
             return True
         why = f"all ranks of attempt {attempt} exited with status 0, the last heard after its fence ran out"
         why += "; not run again"
+        # The attempt that ran is the job's last again: its number, its ranks (show's nodes and rank
+        # table, read back from the store by that number), and the requeue's restart taken back.
+        st.attempt = int(attempt)
+        if st.ran:
+            st.restart_count -= 1
+        job.ranks, job.requeued_ranks = job.requeued_ranks, {}
+        # It ended when its last rank did, heard before or late (README), not when the last report came.
+        ends = [r.end_time for r in job.ranks.values() if r.end_time is not None]
+        end = self._ctx.now if not ends else min(max(ends), self._ctx.now)
         rec = job.attempt_record
-        if rec is not None and str(rec.attempt) == attempt:
+        if rec is not None and rec.attempt == st.attempt:
             rec.outcome, rec.reason = JobState.SUCCEEDED.value, why
+            rec.end_time = end if rec.start_time is None else max(end, rec.start_time)
             self._ctx.emit(fx.SaveAttempt(rec))
             st.admit_time, st.start_time = rec.admit_time, rec.start_time  # the attempt that ran (show's times)
-        self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, why)
+            end = rec.end_time
+        self._end(job, JobState.SUCCEEDED, 0, EndReason.COMPLETED, why, end_time=end)
         return True
 
     def open_attempt(self, job: JobRecord, whole: tuple[str, ...] = ()) -> None:

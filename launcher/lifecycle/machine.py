@@ -341,6 +341,7 @@ class Lifecycle:
             st.ran = False
             st.lease_stopped = False
             st.unheard_exits = ()  # admitted again: what the last attempt's ranks report now changes nothing
+            job.requeued_ranks = {}
             st.reason_code = st.reason_message = None
             st.no_preemption = None
             job.ranks = {rp.rank: RankRecord.assigned(rp.rank, rp.node, tuple(rp.devices)) for rp in adm.placement}

@@ -398,7 +398,8 @@ class JobStatus(CountsChanges):
     happens when a terminating job's ranks are all gone (None: decided by their exits).
     ``attempt`` numbers the start attempts (a new one at every requeue, so a new attempt's ranks
     never collide with an old one's on a node); ``restart_count`` counts only attempts that ran
-    (some rank started). ``ran`` is True once a rank of the current attempt started.
+    (some rank started). ``ran`` is True once a rank of the current attempt started (while
+    ``unheard_exits`` is set: whether the requeued attempt had, hence counted a restart).
     ``admit_seq`` is the admission order (1, 2, … across all jobs): "most recently admitted"
     among equal ``admit_time`` is the highest one. ``dependency_met`` is True once the job's
     dependency held (its ``after*`` conditions are then never judged again, only ``singleton``).
@@ -417,7 +418,9 @@ class JobStatus(CountsChanges):
     out) and every other rank of it had exited 0 on its own: those ranks as ``(run id, rank, node)``.
     Should their agent report each of them exited 0 on its own (not ``fenced``) before the job is
     admitted again, that attempt had finished and the job ends succeeded instead of running again
-    (docs/queue-semantics.md §A3.6, ``GangRules.late_exit``); () otherwise.
+    (docs/queue-semantics.md §A3.6, ``GangRules.late_exit``), as that attempt: ``attempt`` goes back
+    to its number, the requeue's restart is taken back, and it ends when its last rank really
+    ended; () otherwise.
     """
 
     state: JobState = JobState.PENDING
@@ -540,6 +543,11 @@ class JobRecord:
     ranks: dict[int, RankRecord] = field(default_factory=dict)
     history: list[HistoryEntry] = field(default_factory=list)
     attempt_record: AttemptRecord | None = None
+    requeued_ranks: dict[int, RankRecord] = field(default_factory=dict)
+    """The ranks of the attempt a requeue ended, kept while ``status.unheard_exits`` awaits some of
+    their exits (``GangRules.late_exit``): should they all turn out to have exited 0, that attempt
+    is the job's last, and these its ranks again (``show``'s nodes and rank table, the job's end
+    time). Empty otherwise; the store reads them back (attempt ``status.attempt - 1``)."""
 
     @property
     def attempt(self) -> int:

@@ -220,6 +220,14 @@ def test_a_gang_requeued_on_a_fence_that_ran_out_while_its_ranks_had_all_exited_
         )
         attempts = cluster.cli_ok("history", "-j", j, "--attempts").splitlines()[1:]
         assert [(row.split()[1], row.split()[4]) for row in attempts] == [("0", "CD")], attempts  # ATTEMPT, STATE
+        # ...with its nodes and ranks, their real exits, no restart, and its end when rank 1 really ended
+        # (before the fence ran out), not when n2's restarted agent reported it.
+        assert re.search(r"^Nodes:\s+n1,n2$", shown, re.M), shown
+        view = cluster.job(j)
+        assert [(r["rank"], r["node"], r["exit_status"]) for r in view["ranks"]] == [(0, "n1", 0), (1, "n2", 0)], view
+        row = json.loads(cluster.cli_ok("history", "-j", j, "--json"))["jobs"][0]
+        requeued_at = next(h["time"] for h in view["history"] if h["event"] == "requeued")
+        assert (row["restart_count"], row["attempts"]) == (0, 1) and row["end_time"] < requeued_at, row
     finally:
         cluster.stop()
 

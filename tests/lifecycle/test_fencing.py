@@ -6,7 +6,11 @@ ranks there count as stopped at 27, unless n2 comes back sooner and reports thei
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from labgang.launcher.coordinator.store import Store
+from labgang.launcher.coordinator.views import history_view, job_view
 from labgang.launcher.lifecycle import effects as fx
 from labgang.launcher.lifecycle import events as ev
 from labgang.launcher.lifecycle.context import RuleContext
@@ -294,3 +298,79 @@ def test_a_late_exit_after_the_next_attempt_was_admitted_changes_nothing() -> No
     assert (record.status.state, record.status.unheard_exits) == (JobState.ADMITTED, ())
     model.apply(ev.RankObserved(41.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=0))
     assert (record.status.state, record.run_id) == (JobState.ADMITTED, "1.1")
+
+
+def ended_by_a_late_exit_at_6() -> tuple[Lifecycle, JobRecord, list[fx.Effect]]:
+    """Job 1 requeued as above; its rank 1 had really exited 0 at t = 6 (its agent's clock), which n2's
+    agent, restarted at t = 30, reports as it rejoins."""
+    model, record = requeued_after_rank_0_exited_0()
+    gone = ev.RankObserved(30.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=0, ended_at=6.0)
+    out = model.apply(ev.NodeJoined(30.0, "n2", (gone,), frozenset({"n1", "n2"})))
+    assert record.status.state == JobState.SUCCEEDED
+    return model, record, out
+
+
+def test_a_job_ended_by_a_late_exit_ended_when_its_last_rank_really_did() -> None:
+    """Its end is the latest real end of its ranks (rank 0 at 5, heard then; rank 1 at 6, heard at 30),
+    not the late report's arrival: ELAPSED and GPU-hours run from its admission (1) to 6, in its status
+    and in its attempt's accounting record (README: a job whose ranks ended while labgang was down ended
+    when its last rank ended)."""
+    _, record, _ = ended_by_a_late_exit_at_6()
+    rec = record.attempt_record
+    assert (record.status.start_time, record.status.end_time) == (2.0, 6.0)
+    assert rec is not None and (rec.start_time, rec.end_time) == (2.0, 6.0)
+    row = history_view(record, 30.0, [rec])
+    assert (row["elapsed_s"], row["end_time"], row["gpu_hours"]) == (5.0, 6.0, 2 * 5.0 / 3600)
+
+
+def test_a_job_ended_by_a_late_exit_counts_no_restart_for_the_requeue_that_never_ran() -> None:
+    """The requeue counted restart 1 and attempt 1; the job ended before attempt 1 was admitted, so
+    attempt 0 was its last and it restarted 0 times: `history` (RESTARTS, attempts) and its single
+    attempt record agree."""
+    _, record, _ = ended_by_a_late_exit_at_6()
+    st = record.status
+    assert (st.restart_count, st.attempt, record.run_id) == (0, 0, "1.0")
+    rec = record.attempt_record
+    assert rec is not None and (rec.attempt, rec.outcome) == (0, "succeeded")
+    row = history_view(record, 30.0, [rec])
+    assert (row["restart_count"], row["attempts"], row["admitted_attempts"]) == (0, 1, 1)
+
+
+def test_a_job_ended_by_a_late_exit_shows_the_attempt_that_ran_with_its_ranks_real_exits() -> None:
+    """`show`: the nodes and ranks of attempt 0, rank 1 with the exit its agent reported late (not the
+    "lost" of its fence) and its real end; the late rank row is saved under attempt 0, the job's
+    attempt, which is what the store reads back for a finished job."""
+    _, record, out = ended_by_a_late_exit_at_6()
+    view = job_view(record)
+    assert view["nodes"] == ["n1", "n2"]
+    ranks = [(r["rank"], r["node"], r["state"], r["exit_status"], r["end_time"]) for r in view["ranks"]]
+    assert ranks == [(0, "n1", RankPhase.GONE, 0, 5.0), (1, "n2", RankPhase.GONE, 0, 6.0)]
+    saved = [(e.attempt, e.rank.rank, e.rank.state, e.rank.exit_status) for e in out if isinstance(e, fx.SaveRank)]
+    assert saved == [(0, 1, RankPhase.GONE, 0)]
+    assert record.requeued_ranks == {}
+
+
+def test_a_coordinator_restarted_while_the_exits_are_awaited_ends_the_job_the_same(tmp_path: Path) -> None:
+    """The store reads back, with the pending job, the requeued attempt's ranks and accounting record
+    (attempt 0, not the current 1, which was never admitted): the late exit then ends it as without
+    the restart, at rank 1's real end, with no restart counted and attempt 0's ranks."""
+    _, record = requeued_after_rank_0_exited_0()
+    store = Store(tmp_path / "db")
+    try:
+        saved = store.insert_job(record.spec, record.status, record.id)
+        for rank in record.requeued_ranks.values():
+            store.save_rank(saved, rank, attempt=0)
+        assert record.attempt_record is not None
+        store.save_attempt(record.attempt_record)
+        store.commit()
+        [loaded] = Store(tmp_path / "db").load_jobs(active_only=True)
+    finally:
+        store.close()
+    assert sorted(loaded.requeued_ranks) == [0, 1] and loaded.ranks == {}
+    assert loaded.attempt_record is not None and loaded.attempt_record.attempt == 0
+    model = Lifecycle(POLICY, [loaded])
+    gone = ev.RankObserved(30.0, "n2", "1.0", 1, RankPhase.GONE, exit_status=0, ended_at=6.0)
+    model.apply(ev.NodeJoined(30.0, "n2", (gone,), frozenset({"n1", "n2"})))
+    st = loaded.status
+    assert (st.state, st.end_time, st.restart_count, st.attempt) == (JobState.SUCCEEDED, 6.0, 0, 0)
+    assert job_view(loaded)["nodes"] == ["n1", "n2"]
