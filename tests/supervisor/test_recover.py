@@ -15,6 +15,24 @@ from labgang.agent.supervisor import RankState, Supervisor, SupervisorError
 CHILD = Path(__file__).with_name("agent_child.py")
 
 
+def _stand_in_agent_killed(state_dir: Path, h, *args: str) -> list[dict]:
+    """Run the stand-in agent (``agent_child.py``) on ``state_dir/specs.json`` with ``args``, read the
+    rank statuses it prints once it has done its part, then kill it (SIGKILL); those statuses."""
+    agent = subprocess.Popen(
+        [h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json"), *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert agent.stdout is not None
+    try:
+        return json.loads(agent.stdout.readline())["ranks"]
+    finally:
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait()
+        agent.stdout.close()
+
+
 def test_kill_9_of_the_agent_then_recover_reports_true_exit_statuses(state_dir, make_spec, cleanup, h, caplog):
     gate = state_dir / "gate"
     specs = [
@@ -23,22 +41,9 @@ def test_kill_9_of_the_agent_then_recover_reports_true_exit_statuses(state_dir, 
         make_spec(["sleep", "60"], rank=2, world_size=4),
         make_spec(["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.02; done; exit 0"], rank=3, world_size=4),
     ]
-    specs_file = state_dir / "specs.json"
-    specs_file.write_text(json.dumps([s.to_dict() for s in specs]))
-    agent = subprocess.Popen(
-        [h.python, str(CHILD), str(state_dir), str(specs_file)],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        line = agent.stdout.readline()
-        before = {r["rank"]: r for r in json.loads(line)["ranks"]}
-        assert sorted(before) == [0, 1, 2, 3] and all(r["state"] == "running" for r in before.values())
-    finally:
-        os.kill(agent.pid, signal.SIGKILL)
-        agent.wait()
-        agent.stdout.close()
+    (state_dir / "specs.json").write_text(json.dumps([s.to_dict() for s in specs]))
+    before = {r["rank"]: r for r in _stand_in_agent_killed(state_dir, h)}
+    assert sorted(before) == [0, 1, 2, 3] and all(r["state"] == "running" for r in before.values())
     assert all(h.pid_alive(r["pid"]) for r in before.values())  # the agent's death killed no rank
 
     gate.touch()  # ranks 0, 1 and 3 now end while no agent is running
@@ -124,20 +129,8 @@ def _killed_while_stopping(state_dir: Path, make_spec, h, grace: float, on_term:
     ready = state_dir / "ready"
     spec = make_spec(["sh", "-c", f"trap '{on_term}' TERM; touch {ready}; while :; do sleep 0.05; done"])
     (state_dir / "specs.json").write_text(json.dumps([spec.to_dict()]))
-    agent = subprocess.Popen(
-        [h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json"), f"{grace:g}", str(ready)],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert agent.stdout is not None
-    try:
-        ranks = json.loads(agent.stdout.readline())["ranks"]
-        assert [r["state"] for r in ranks] == ["stopping"]
-    finally:
-        os.kill(agent.pid, signal.SIGKILL)
-        agent.wait()
-        agent.stdout.close()
+    ranks = _stand_in_agent_killed(state_dir, h, f"{grace:g}", str(ready))
+    assert [r["state"] for r in ranks] == ["stopping"]
     return ranks
 
 
@@ -206,20 +199,7 @@ def test_a_rank_journalled_stopping_before_its_sigterm_went_gets_it_once_and_its
     marks, ready = state_dir / "marks", state_dir / "ready"
     spec = make_spec(["sh", "-c", f"trap 'echo term >> {marks}' TERM; echo up > {ready}; while :; do sleep 0.05; done"])
     (state_dir / "specs.json").write_text(json.dumps([spec.to_dict()]))
-    agent = subprocess.Popen(
-        [h.python, str(CHILD), str(state_dir), str(state_dir / "specs.json")],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert agent.stdout is not None
-    try:
-        ranks = json.loads(agent.stdout.readline())["ranks"]
-        assert [r["state"] for r in ranks] == ["running"]
-    finally:
-        os.kill(agent.pid, signal.SIGKILL)
-        agent.wait()
-        agent.stdout.close()
+    assert [r["state"] for r in _stand_in_agent_killed(state_dir, h)] == ["running"]
     h.wait_for_file(ready)
     state = state_dir / "ranks" / "job1" / "0" / "state.json"
     saved = json.loads(state.read_text())
