@@ -82,6 +82,11 @@ class RankRecord:
     def key(self) -> tuple[str, int]:
         return (self.spec.job_id, self.spec.rank)
 
+    @property
+    def grace(self) -> float:
+        """Seconds from its stop's SIGTERM to SIGKILL: the stop's own (``stop_grace``), else its spec's."""
+        return self.stop_grace if self.stop_grace is not None else self.spec.grace
+
     def status(self) -> RankStatus:
         return RankStatus(
             job_id=self.spec.job_id,

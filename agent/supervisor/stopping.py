@@ -176,8 +176,7 @@ class RankStopper:
         terminal ignores SIGTERM, and SIGHUP is what a terminal's session gets when it hangs up
         (without it every stop of ``labgang run --pty -- bash`` waited the whole grace and ended
         in SIGKILL)."""
-        grace = rec.stop_grace if rec.stop_grace is not None else rec.spec.grace
-        rec.kill_at, rec.kill_by = now + grace, self._wall() + grace
+        rec.kill_at, rec.kill_by = now + rec.grace, self._wall() + rec.grace
         self._table.transition(rec, RankState.STOPPING)
         live = self._table.live(rec, snap, snap.matches(rec.shim_pid, rec.shim_ticks))
         if rec.spec.pty:

@@ -937,9 +937,8 @@ class Supervisor:
             self._table.read_rank_file(rec)
             self._ranks[rec.key] = rec
             if rec.term_sent:  # its SIGTERM went: none again (its TERM handler ran), SIGKILL at the deadline
-                grace = rec.stop_grace if rec.stop_grace is not None else spec.grace
-                left = grace if rec.kill_by is None else max(0.0, rec.kill_by - self._wall())
-                rec.kill_at = now + min(grace, left)
+                left = rec.grace if rec.kill_by is None else max(0.0, rec.kill_by - self._wall())
+                rec.kill_at = now + min(rec.grace, left)
             elif rec.state in (RankState.WARNED, RankState.STOPPING):  # its SIGTERM has not gone yet
                 rec.state = RankState.RUNNING if rec.pid is not None else RankState.STARTING
                 self._stopper.begin_term(rec, snap, now)
