@@ -66,8 +66,6 @@ Text = Annotated[str, AfterValidator(_exec_safe)]
 
 MAX_CPUS_PER_TASK = 65536
 """The most ``cpus_per_task`` a submission may give (no host has more logical CPUs)."""
-MAX_HOST_MEMORY = MAX_MEMORY
-"""The most bytes ``mem``/``mem_per_gpu`` may give (1 EiB, what ``parse_mem`` takes at most)."""
 
 
 class GroupBody(BaseModel):
@@ -85,8 +83,8 @@ class GroupBody(BaseModel):
     topology: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     cpus_per_task: int = Field(default=0, ge=0, le=MAX_CPUS_PER_TASK)
-    mem: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
-    mem_per_gpu: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
+    mem: int = Field(default=0, ge=0, le=MAX_MEMORY)
+    mem_per_gpu: int = Field(default=0, ge=0, le=MAX_MEMORY)
     argv: list[Text] = Field(min_length=1)
     env: dict[Text, Text] = Field(default_factory=dict)
 
@@ -119,12 +117,12 @@ class SubmitBody(BaseModel):
     cpu_bind: str | None = None
     min_workers: int | None = Field(default=None, ge=1, le=MAX_WORKERS)
     cpus_per_task: int = Field(default=0, ge=0, le=MAX_CPUS_PER_TASK)
-    mem: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
-    mem_per_gpu: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
+    mem: int = Field(default=0, ge=0, le=MAX_MEMORY)
+    mem_per_gpu: int = Field(default=0, ge=0, le=MAX_MEMORY)
     exclusive: StrictBool = False
     shards: int = Field(default=0, ge=0, le=MAX_SHARDS)
     mps: int = Field(default=0, ge=0, le=100)
-    gpu_mem: int = Field(default=0, ge=0, le=MAX_HOST_MEMORY)
+    gpu_mem: int = Field(default=0, ge=0, le=MAX_MEMORY)
     dependency: str | None = Field(default=None, max_length=4096)
     begin_time: float | None = Field(default=None, ge=0)
     output: Text | None = Field(default=None, max_length=4096)
