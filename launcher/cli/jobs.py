@@ -208,7 +208,7 @@ def _squeue_view(
             if not jobs:
                 notes.append(
                     f"no active job named {', '.join(dict.fromkeys(names))}"
-                    + ("" if all_users or job_list else " among yours (--all: everyone's)")
+                    + ("" if all_users or job_list or user else " among yours (--all: everyone's)")
                     + "; finished jobs are in `labgang history`"
                 )
     for note in notes:
